@@ -1,0 +1,100 @@
+"""Input validation shared by every public entry point of the library.
+
+Each helper raises ``TypeError`` or ``ValueError`` with a message that names the argument, says what was received
+and what was expected, so that a reader never meets a cryptic index error from deep inside PyTorch.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional, Union
+
+import torch
+
+_DTYPE_KINDS = ("float", "int", "bool")
+
+
+def _describe(x) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype} on {x.device}"
+    return f"{type(x).__name__} {x!r}"
+
+
+def check_tensor(
+    name: str,
+    x,
+    ndim: Union[int, Iterable[int], None] = None,
+    dtype: Union[str, torch.dtype, None] = None,
+    last_dim: Optional[int] = None,
+    allow_empty: bool = False,
+) -> torch.Tensor:
+    """Check that ``x`` is a tensor of the expected rank, dtype kind and feature size.
+
+    Args:
+        name: the argument's name, used in the error message.
+        x: the value received.
+        ndim: the expected rank, or a collection of accepted ranks.
+        dtype: ``'float'``, ``'int'``, ``'bool'`` or an exact ``torch.dtype``.
+        last_dim: the expected size of the last dimension.
+        allow_empty: accept a tensor with a zero-sized dimension (an empty batch or sequence).
+
+    Returns:
+        ``x`` unchanged.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {_describe(x)}")
+    if ndim is not None:
+        accepted = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if x.dim() not in accepted:
+            want = " or ".join(str(a) for a in accepted)
+            raise ValueError(f"{name} must have {want} dimensions, got {x.dim()} (shape {tuple(x.shape)})")
+    if dtype is not None:
+        if isinstance(dtype, torch.dtype):
+            ok = x.dtype == dtype
+        elif dtype == "float":
+            ok = x.is_floating_point()
+        elif dtype == "int":
+            ok = not x.is_floating_point() and not x.is_complex() and x.dtype != torch.bool
+        elif dtype == "bool":
+            ok = x.dtype == torch.bool
+        else:  # pragma: no cover - programming error inside the library
+            raise ValueError(f"dtype kind must be one of {_DTYPE_KINDS}, got {dtype!r}")
+        if not ok:
+            raise TypeError(f"{name} must have a {dtype} dtype, got {x.dtype}")
+    if last_dim is not None and (x.dim() == 0 or x.shape[-1] != last_dim):
+        got = x.shape[-1] if x.dim() else "a scalar"
+        raise ValueError(f"{name} must have last dimension {last_dim}, got {got} (shape {tuple(x.shape)})")
+    if not allow_empty and x.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(x.shape)}); expected at least one element in every dimension")
+    return x
+
+
+def check_same_device(**tensors) -> None:
+    """Check that every tensor given (``None`` entries are ignored) lives on one device."""
+    seen = {k: v.device for k, v in tensors.items() if isinstance(v, torch.Tensor)}
+    if len(set(seen.values())) > 1:
+        where = ", ".join(f"{k} on {d}" for k, d in seen.items())
+        raise ValueError(f"tensors must be on the same device, got {where}")
+
+
+def check_choice(name: str, value, choices) -> None:
+    """Check that ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(map(str, choices))}, got {value!r}")
+
+
+def check_positive_int(name: str, value, allow_zero: bool = False) -> None:
+    """Check that ``value`` is a (non-bool) positive integer, or non-negative with ``allow_zero``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        want = "a non-negative int" if allow_zero else "a positive int"
+        raise ValueError(f"{name} must be {want}, got {value}")
+
+
+def check_ids(name: str, ids, vocab_size: int) -> torch.Tensor:
+    """Check a (B, T) tensor of token ids against the vocabulary size."""
+    check_tensor(name, ids, ndim=2, dtype="int")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size - 1}]")
+    return ids
