@@ -156,9 +156,10 @@ class TokenEmbedding(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, ids: torch.Tensor, start: int = 0, name: str = "ids") -> torch.Tensor:
-        check_ids(name, ids, self.vocab_size)
+        check_tensor(name, ids, ndim=2, dtype="int")
         if ids.device != self.token.weight.device:
             raise ValueError(f"{name} is on {ids.device} but the model is on {self.token.weight.device}")
+        check_ids(name, ids, self.vocab_size)
         x = self.token(ids) * self.scale
         if self.position is not None:
             x = self.position(x, start=start)

@@ -1,0 +1,185 @@
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transformer_lib.models import (DecoderLM, DecoderLMConfig, Encoder, EncoderConfig, EncoderDecoder,
+                                    EncoderDecoderConfig, count_parameters)
+
+POSITIONS = ["sinusoidal", "learned", "alibi", "relative", "rotary", "none"]
+SMALL = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64)
+
+
+def lm(**kw):
+    return DecoderLM(DecoderLMConfig(vocab_size=50, **{**SMALL, **kw})).eval()
+
+
+def seq2seq(**kw):
+    return EncoderDecoder(EncoderDecoderConfig(src_vocab_size=30, tgt_vocab_size=40, **{**SMALL, **kw})).eval()
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_shapes_every_model(position):
+    ids = torch.randint(1, 30, (2, 7))
+    assert Encoder(EncoderConfig(vocab_size=30, position=position, **SMALL))(ids).shape == (2, 7, 32)
+    assert lm(position=position)(ids).shape == (2, 7, 50)
+    assert seq2seq(position=position)(ids, torch.randint(1, 40, (2, 5))).shape == (2, 5, 40)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_lm_kv_cache_equals_no_cache(position):
+    model = lm(position=position)
+    ids = torch.randint(0, 50, (2, 9))
+    full = model(ids)
+    cache = model.new_cache()
+    steps = [model(ids[:, :4], cache=cache)] + [model(ids[:, i:i + 1], cache=cache) for i in range(4, 9)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_seq2seq_incremental_decode_equals_forward(norm_first):
+    model = seq2seq(norm_first=norm_first)
+    src = torch.randint(4, 30, (2, 6))
+    src[1, 4:] = 0
+    tgt = torch.randint(4, 40, (2, 5))
+    full = model(src, tgt)
+    memory = model.encode(src)
+    cache = model.new_cache()
+    steps = [model.decode(tgt[:, i:i + 1], memory, src_mask=src != 0, cache=cache) for i in range(5)]
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-4)
+
+
+def test_source_padding_does_not_change_outputs():
+    model = seq2seq()
+    src = torch.randint(4, 30, (1, 5))
+    tgt = torch.randint(4, 40, (1, 4))
+    padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], 1)
+    torch.testing.assert_close(model(padded, tgt), model(src, tgt), atol=1e-5, rtol=1e-4)
+
+
+@settings(max_examples=15, deadline=None)
+@given(t=st.integers(2, 10), i=st.integers(0, 9), seed=st.integers(0, 1000))
+def test_property_lm_position_i_ignores_later_tokens(t, i, seed):
+    i = i % t
+    g = torch.Generator().manual_seed(seed)
+    model = lm(position="rotary")
+    ids = torch.randint(0, 50, (1, t), generator=g)
+    other = ids.clone()
+    other[:, i + 1:] = torch.randint(0, 50, (1, t - i - 1), generator=g)
+    torch.testing.assert_close(model(ids)[:, : i + 1], model(other)[:, : i + 1], atol=1e-5, rtol=1e-4)
+
+
+@settings(max_examples=10, deadline=None)
+@given(t=st.integers(2, 7), seed=st.integers(0, 1000))
+def test_property_encoder_without_positions_is_permutation_equivariant(t, seed):
+    g = torch.Generator().manual_seed(seed)
+    enc = Encoder(EncoderConfig(vocab_size=30, position="none", **SMALL)).eval()
+    ids = torch.randint(1, 30, (1, t), generator=g)
+    perm = torch.randperm(t, generator=g)
+    torch.testing.assert_close(enc(ids[:, perm]), enc(ids)[:, perm], atol=1e-5, rtol=1e-4)
+
+
+def test_weight_tying_and_parameter_counts():
+    tied, untied = lm(), lm(tie_weights=False)
+    assert tied.lm_head.weight is tied.embed.token.weight
+    c_tied, c_untied = count_parameters(tied), count_parameters(untied)
+    assert c_untied["total"] - c_tied["total"] == 50 * 32
+    assert c_tied["total"] == sum(p.numel() for p in tied.parameters())
+    assert c_tied["attention"] == 2 * (32 * 96 + 96 + 32 * 32 + 32)
+    assert c_tied["feed_forward"] == 2 * (32 * 64 + 64 + 64 * 32 + 32)
+    c = count_parameters(seq2seq())
+    assert c["cross_attention"] == c["attention"] // 2  # one cross per decoder layer, one self per layer
+
+
+def test_backward_through_every_model():
+    for model in (lm(dropout=0.1), seq2seq(dropout=0.1, position="relative")):
+        model.train()
+        ids = torch.randint(1, 30, (2, 6))
+        out = model(ids) if isinstance(model, DecoderLM) else model(ids, ids)
+        out.logsumexp(-1).mean().backward()
+        grads = [p.grad for p in model.parameters()]
+        assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_short_training_lowers_loss():
+    torch.manual_seed(0)
+    model = lm(n_layers=1).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    data = torch.arange(50).repeat(4).view(1, -1)[:, :65]  # a deterministic cycle: learnable
+    losses = []
+    for _ in range(60):
+        logits = model(data[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 50), data[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_encoder_return_weights_per_layer():
+    enc = Encoder(EncoderConfig(vocab_size=30, **SMALL)).eval()
+    ids = torch.randint(1, 30, (2, 5))
+    ids[0, 3:] = 0
+    h, ws = enc(ids, return_weights=True)
+    assert len(ws) == 2 and ws[0].shape == (2, 4, 5, 5)
+    assert (ws[0][0, :, :, 3:] == 0).all()
+
+
+# ---------------------------------------------------------------- bad input
+def test_unknown_config_option():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_head'"):
+        DecoderLMConfig(vocab_size=10, n_head=4)
+    with pytest.raises(ValueError, match=r"unknown config option\(s\) \['n_head'\]"):
+        DecoderLMConfig.from_dict({"vocab_size": 10, "n_head": 4})
+
+
+def test_config_validation():
+    with pytest.raises(ValueError, match="vocab_size must be a positive int, got 0"):
+        DecoderLMConfig()
+    with pytest.raises(ValueError, match="d_model must be divisible by n_heads"):
+        DecoderLMConfig(vocab_size=10, d_model=30, n_heads=4)
+    with pytest.raises(ValueError, match="position must be one of"):
+        DecoderLMConfig(vocab_size=10, position="absolute")
+    with pytest.raises(ValueError, match="share_embeddings needs src_vocab_size == tgt_vocab_size"):
+        EncoderDecoderConfig(src_vocab_size=10, tgt_vocab_size=12, share_embeddings=True)
+
+
+def test_token_id_outside_vocabulary():
+    with pytest.raises(ValueError, match=r"ids contains token id 50, outside the vocabulary \[0, 49\]"):
+        lm()(torch.tensor([[1, 50]]))
+    with pytest.raises(ValueError, match="src contains token id -1"):
+        seq2seq()(torch.tensor([[1, -1]]), torch.tensor([[1]]))
+
+
+def test_float_ids_rejected():
+    with pytest.raises(TypeError, match="ids must have a int dtype"):
+        lm()(torch.zeros(1, 3))
+
+
+def test_sequence_longer_than_learned_table():
+    model = lm(position="learned", max_len=8)
+    with pytest.raises(ValueError, match="sequence length 9 .* exceeds the maximum length 8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_ids_on_other_device_than_model():
+    with pytest.raises(ValueError, match="ids is on meta but the model is on cpu"):
+        lm()(torch.zeros(1, 3, dtype=torch.long, device="meta"))
+
+
+def test_src_mask_shape_mismatch():
+    with pytest.raises(ValueError, match="src_mask of shape .* must match"):
+        seq2seq()(torch.ones(2, 4, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
+                  src_mask=torch.ones(2, 5, dtype=torch.bool))
+
+
+def test_bad_cache_type():
+    with pytest.raises(TypeError, match="cache must be a KVCache"):
+        lm()(torch.ones(1, 2, dtype=torch.long), cache=[])
+
+
+def test_empty_batch():
+    with pytest.raises(ValueError, match="ids is empty"):
+        lm()(torch.zeros(0, 3, dtype=torch.long))
