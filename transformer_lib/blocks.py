@@ -115,11 +115,12 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (self.d,), self.weight, self.eps)
 
 
-def make_norm(kind: Optional[str], d: int, eps: Optional[float] = None) -> nn.Module:
-    """``'layer'`` -> :class:`LayerNorm`, ``'rms'`` -> :class:`RMSNorm`, None -> identity."""
+def make_norm(kind: Optional[str], d: int, eps: Optional[float] = None, bias: bool = True) -> nn.Module:
+    """``'layer'`` -> :class:`LayerNorm` (with a bias unless ``bias=False``), ``'rms'`` -> :class:`RMSNorm`,
+    None -> identity."""
     check_choice("norm", kind, NORMS)
     if kind == "layer":
-        return LayerNorm(d) if eps is None else LayerNorm(d, eps)
+        return LayerNorm(d, 1e-5 if eps is None else eps, bias=bias)
     if kind == "rms":
         return RMSNorm(d) if eps is None else RMSNorm(d, eps)
     return nn.Identity()
@@ -129,9 +130,9 @@ class _Sublayer(nn.Module):
     """One residual sub-layer: pre-norm ``x + f(norm(x))`` or post-norm ``norm(x + f(x))``."""
 
     def __init__(self, d_model: int, norm: Optional[str], norm_first: bool, residual: bool, dropout: float,
-                 norm_eps: Optional[float]):
+                 norm_eps: Optional[float], bias: bool = True):
         super().__init__()
-        self.norm = make_norm(norm, d_model, norm_eps)
+        self.norm = make_norm(norm, d_model, norm_eps, bias)
         self.norm_first, self.residual = norm_first, residual
         self.dropout = nn.Dropout(dropout)
 
@@ -171,9 +172,9 @@ class EncoderBlock(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, position=position)
-        self.attn_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps)
+        self.attn_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps, bias)
         self.ff = FeedForward(d_model, d_ff, activation, dropout, bias) if d_ff else None
-        self.ff_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps) if d_ff else None
+        self.ff_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps, bias) if d_ff else None
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, return_weights: bool = False,
                 causal: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
@@ -204,11 +205,11 @@ class DecoderBlock(nn.Module):
         super().__init__()
         self.d_model = d_model
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias, position=position)
-        self.self_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps)
+        self.self_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps, bias)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias) if cross_attention else None
-        self.cross_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps) if cross_attention else None
+        self.cross_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps, bias) if cross_attention else None
         self.ff = FeedForward(d_model, d_ff, activation, dropout, bias) if d_ff else None
-        self.ff_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps) if d_ff else None
+        self.ff_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps, bias) if d_ff else None
 
     def forward(self, x: torch.Tensor, memory: Optional[torch.Tensor] = None, mask: Optional[torch.Tensor] = None,
                 memory_mask: Optional[torch.Tensor] = None, causal: bool = True, return_weights: bool = False,

@@ -172,7 +172,9 @@ def _block_kwargs(cfg: _TransformerConfig) -> Dict:
 
 
 def _final_norm(cfg: _TransformerConfig) -> nn.Module:
-    return make_norm(cfg.norm, cfg.d_model, cfg.norm_eps) if cfg.norm_first and cfg.final_norm else nn.Identity()
+    if not (cfg.norm_first and cfg.final_norm):
+        return nn.Identity()
+    return make_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.bias)
 
 
 def _init_weights(module: nn.Module) -> None:
