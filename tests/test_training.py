@@ -1,0 +1,458 @@
+"""Tests for transformer_lib.training: device, seeds, schedules, fit, evaluate, losses, checkpoints, bad inputs."""
+import json
+import math
+import random
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transformer_lib import training as tr
+
+D_IN, N_CLASSES, VOCAB = 6, 3, 11
+
+
+@pytest.fixture(autouse=True)
+def _cpu(monkeypatch):
+    monkeypatch.setenv("TL_DEVICE", "cpu")
+
+
+def make_classifier(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(D_IN, 16), nn.ReLU(), nn.Linear(16, N_CLASSES))
+
+
+def classification_batches(seed=0, batch_size=32):
+    """A learnable task: the label is the argmax of a fixed linear map of x."""
+    w = torch.randn(D_IN, N_CLASSES, generator=torch.Generator().manual_seed(123))
+
+    def get_batch(step):
+        g = torch.Generator().manual_seed(seed * 10_000 + step)
+        x = torch.randn(batch_size, D_IN, generator=g)
+        return x, (x @ w).argmax(-1)
+
+    return get_batch
+
+
+class TiedLM(nn.Module):
+    """Embedding -> MLP -> output layer sharing the embedding matrix."""
+
+    def __init__(self, vocab_size=VOCAB, d_model=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU())
+        self.head = nn.Linear(d_model, vocab_size, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.mlp(self.embed(ids)))  # (B, T, V)
+
+
+def lm_batches(batch_size=4, seq_len=5):
+    def get_batch(step):
+        g = torch.Generator().manual_seed(step)
+        x = torch.randint(0, VOCAB, (batch_size, seq_len), generator=g)
+        return x, (x + 1) % VOCAB
+
+    return get_batch
+
+
+@dataclass
+class TinyConfig:
+    vocab_size: int = VOCAB
+    d_model: int = 8
+
+
+# ------------------------------------------------------------------------------------------ device, seeds
+def test_get_device_is_cpu_here_and_honours_tl_device(monkeypatch):
+    assert tr.get_device() == torch.device("cpu")  # TL_DEVICE=cpu from the fixture
+    monkeypatch.delenv("TL_DEVICE")
+    if not torch.cuda.is_available() and not torch.backends.mps.is_available():
+        assert tr.get_device() == torch.device("cpu")
+    else:
+        assert tr.get_device().type in ("cuda", "mps")
+    monkeypatch.setenv("TL_DEVICE", "not-a-device")
+    with pytest.raises(ValueError, match="TL_DEVICE"):
+        tr.get_device()
+    if not torch.cuda.is_available():
+        monkeypatch.setenv("TL_DEVICE", "cuda")
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            tr.get_device()
+
+
+def test_set_seed_seeds_every_generator():
+    def draw():
+        return random.random(), float(np.random.rand()), torch.rand(3)
+
+    g = tr.set_seed(7)
+    a = draw()
+    g2 = tr.set_seed(7)
+    b = draw()
+    assert a[:2] == b[:2]
+    torch.testing.assert_close(a[2], b[2], rtol=0, atol=0)
+    torch.testing.assert_close(torch.rand(4, generator=g), torch.rand(4, generator=g2), rtol=0, atol=0)
+    torch.testing.assert_close(torch.rand(2, generator=tr.set_seed(7)),
+                               torch.rand(2, generator=torch.Generator().manual_seed(7)), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="seed"):
+        tr.set_seed(-1)
+
+
+# ------------------------------------------------------------------------------------------- schedules
+@pytest.mark.parametrize("kind, step, expected", [
+    ("constant", 0, 0.25), ("constant", 3, 1.0), ("constant", 50, 1.0),            # warm-up 4 steps
+    ("linear", 1, 0.5), ("linear", 4, 1.0), ("linear", 8, 0.5), ("linear", 12, 0.0), ("linear", 20, 0.0),
+    ("cosine", 4, 1.0), ("cosine", 8, 0.5), ("cosine", 12, 0.0),
+    ("inverse_sqrt", 3, 1.0), ("inverse_sqrt", 15, 0.5), ("inverse_sqrt", 63, 0.25),
+])
+def test_lr_schedule_values(kind, step, expected):
+    assert tr.lr_schedule(step, warmup_steps=4, total_steps=12, kind=kind) == pytest.approx(expected)
+
+
+def test_lr_schedule_without_warmup_and_monotone_decay():
+    assert tr.lr_schedule(0, total_steps=10, kind="linear") == 1.0
+    cos = [tr.lr_schedule(s, warmup_steps=3, total_steps=30, kind="cosine") for s in range(30)]
+    assert cos[:3] == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert all(a >= b for a, b in zip(cos[2:], cos[3:]))
+    assert tr.lr_schedule(0, kind="inverse_sqrt") == 1.0  # no warm-up: 1/sqrt(step + 1)
+    assert tr.lr_schedule(3, kind="inverse_sqrt") == pytest.approx(0.5)
+
+
+def test_make_scheduler_matches_lr_schedule():
+    p = nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([p], lr=0.1)
+    sched = tr.make_scheduler(opt, warmup_steps=3, total_steps=10, kind="cosine")
+    seen = []
+    for _ in range(10):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([0.1 * tr.lr_schedule(s, warmup_steps=3, total_steps=10, kind="cosine")
+                                  for s in range(10)])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(kind="step"), "kind"),
+    (dict(kind="linear"), "total_steps"),
+    (dict(kind="cosine", total_steps=5, warmup_steps=6), "warmup_steps"),
+    (dict(warmup_steps=-1), "warmup_steps"),
+])
+def test_lr_schedule_bad_inputs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        tr.lr_schedule(0, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------------- fit
+def test_fit_lowers_the_loss_and_fills_history():
+    model = make_classifier()
+    h = tr.fit(model, classification_batches(), tr.classification_loss, steps=60, lr=1e-2, seed=0)
+    assert h.steps == list(range(60))
+    assert len(h.train_loss) == len(h.lr) == len(h.grad_norm) == 60
+    assert np.mean(h.train_loss[-10:]) < 0.5 * np.mean(h.train_loss[:5])
+    assert h.tokens == 60 * 32  # float inputs: examples are counted
+    assert h.seconds > 0 and h.tokens_per_second == pytest.approx(h.tokens / h.seconds)
+    assert model.training
+
+
+def test_fit_lm_with_lm_loss_counts_tokens():
+    torch.manual_seed(0)
+    model = TiedLM()
+    h = tr.fit(model, lm_batches(), tr.lm_loss, steps=40, lr=3e-2, warmup_steps=5, schedule="cosine")
+    assert h.tokens == 40 * 4 * 5
+    assert np.mean(h.train_loss[-5:]) < np.mean(h.train_loss[:5]) - 0.5
+    assert h.lr == pytest.approx([3e-2 * tr.lr_schedule(s, warmup_steps=5, total_steps=40, kind="cosine")
+                                  for s in range(40)])
+
+
+def test_fit_is_deterministic_with_a_seed():
+    def run():
+        model = make_classifier(seed=1)
+        model.insert(1, nn.Dropout(0.3))  # dropout draws from the seeded global RNG
+        return tr.fit(model, classification_batches(), tr.classification_loss, steps=8, seed=5).train_loss
+
+    a, b = run(), run()
+    assert a == b
+
+
+def test_grad_norm_is_recorded_and_clipped():
+    get_batch = classification_batches(batch_size=16)
+    model = make_classifier()
+    reference = make_classifier()
+    F.cross_entropy(reference(get_batch(0)[0]), get_batch(0)[1]).backward()
+    expected_norm = torch.cat([p.grad.flatten() for p in reference.parameters()]).norm().item()
+
+    before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    opt = torch.optim.SGD(model.parameters(), lr=1.0)
+    clip = 1e-3
+    h = tr.fit(model, get_batch, tr.classification_loss, steps=1, optimizer=opt, clip_grad=clip)
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert h.grad_norm[0] == pytest.approx(expected_norm, rel=1e-5)
+    assert expected_norm > 10 * clip
+    assert (after - before).norm().item() == pytest.approx(clip, rel=1e-3)  # SGD, lr 1: the step is the clipped grad
+
+    h = tr.fit(make_classifier(), get_batch, tr.classification_loss, steps=1, clip_grad=None)
+    assert h.grad_norm[0] == pytest.approx(expected_norm, rel=1e-5)
+
+
+def test_weight_decay_applies_to_matrices_only():
+    model = nn.Linear(4, 3)
+    w0, b0 = model.weight.detach().clone(), model.bias.detach().clone()
+    zero_loss = lambda m, batch: (m(batch[0]) * 0.0).sum()  # zero gradient: only the decay moves the weights
+    tr.fit(model, lambda s: (torch.randn(2, 4),), zero_loss, steps=1, lr=0.1, weight_decay=0.5)
+    torch.testing.assert_close(model.weight.detach(), w0 * (1 - 0.1 * 0.5))
+    torch.testing.assert_close(model.bias.detach(), b0)
+
+
+def test_eval_fn_is_called_every_eval_every_in_eval_mode():
+    model = make_classifier()
+    model.insert(1, nn.Dropout(0.1))
+    calls = []
+
+    def eval_fn(m):
+        calls.append((m.training, torch.is_grad_enabled()))
+        return {"acc": torch.tensor(0.5), "n": len(calls)}
+
+    h = tr.fit(model, classification_batches(), tr.classification_loss, steps=10, eval_fn=eval_fn, eval_every=3)
+    assert [s for s, _ in h.eval] == [3, 6, 9, 10]  # every 3 updates and after the last
+    assert calls == [(False, False)] * 4
+    assert model.training
+    assert h.final_eval == {"acc": 0.5, "n": 4} and isinstance(h.final_eval["acc"], float)
+
+    h = tr.fit(model, classification_batches(), tr.classification_loss, steps=4, eval_fn=eval_fn)
+    assert [s for s, _ in h.eval] == [4]  # without eval_every: once, at the end
+    assert tr.fit(model, classification_batches(), tr.classification_loss, steps=1).final_eval is None
+
+
+def test_seconds_exclude_evaluation(monkeypatch):
+    clock = [0.0]  # a fake clock: get_batch takes 1 s, each evaluation 100 s
+    monkeypatch.setattr(tr.time, "perf_counter", lambda: clock[0])
+
+    def get_batch(step):
+        clock[0] += 1.0
+        return classification_batches()(step)
+
+    def slow_eval(m):
+        clock[0] += 100.0
+        return {}
+
+    h = tr.fit(make_classifier(), get_batch, tr.classification_loss, steps=2, eval_fn=slow_eval, eval_every=1)
+    assert len(h.eval) == 2
+    assert h.seconds == 2.0 and h.tokens_per_second == 64 / 2.0
+
+
+def test_log_every_and_progress_bar(capsys):
+    tr.fit(make_classifier(), classification_batches(), tr.classification_loss, steps=4, log_every=2, progress=True)
+    out, err = capsys.readouterr()
+    assert "step      2/4  loss" in out and "step      4/4  loss" in out
+    assert err  # tqdm draws on stderr
+    tr.fit(make_classifier(), classification_batches(), tr.classification_loss, steps=4)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_fit_bf16_autocast_runs_on_cpu():
+    model = make_classifier()
+    h = tr.fit(model, classification_batches(), tr.classification_loss, steps=30, lr=1e-2, amp="bf16")
+    assert all(math.isfinite(x) for x in h.train_loss)
+    assert np.mean(h.train_loss[-5:]) < np.mean(h.train_loss[:5])
+    assert model[0].weight.dtype == torch.float32  # autocast keeps float32 master weights
+
+
+@pytest.mark.slow
+def test_fit_with_torch_compile_matches_eager():
+    pytest.importorskip("torch._dynamo")
+    try:
+        compiled = tr.fit(make_classifier(), classification_batches(), tr.classification_loss, steps=3, compile=True)
+    except Exception as err:  # no C++ compiler, unsupported platform...
+        pytest.skip(f"torch.compile unavailable here: {type(err).__name__}: {err}")
+    eager = tr.fit(make_classifier(), classification_batches(), tr.classification_loss, steps=3)
+    assert compiled.train_loss == pytest.approx(eager.train_loss, rel=1e-4, abs=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------- history
+def test_history_smoothed_and_dict_round_trip():
+    h = tr.History(steps=[0, 1, 2, 3], train_loss=[4.0, 2.0, 3.0, 1.0], lr=[1.0] * 4, grad_norm=[1.0] * 4,
+                   eval=[(4, {"acc": 0.5})], seconds=2.0, tokens=100)
+    assert h.smoothed(2) == pytest.approx([4.0, 3.0, 2.5, 2.0])
+    assert h.smoothed(1) == h.train_loss
+    assert h.tokens_per_second == 50.0
+    d = json.loads(json.dumps(h.to_dict()))
+    assert d["tokens_per_second"] == 50.0 and d["eval"] == [[4, {"acc": 0.5}]]
+    assert tr.History.from_dict(d) == h
+    with pytest.raises(ValueError, match="window"):
+        h.smoothed(0)
+
+
+# ------------------------------------------------------------------------------------------------ losses
+def test_lm_loss_ignores_minus_100_and_counts_tokens():
+    torch.manual_seed(0)
+    model = TiedLM()
+    x = torch.randint(0, VOCAB, (2, 5))
+    y = torch.randint(0, VOCAB, (2, 5))
+    y[0, :3] = -100
+    loss, n = tr.lm_loss(model, (x, y))
+    logits = model(x)
+    keep = y != -100
+    expected = -torch.log_softmax(logits, -1).gather(-1, y.clamp(min=0)[..., None])[..., 0][keep].mean()
+    torch.testing.assert_close(loss, expected)
+    assert n == 7
+    with pytest.raises(ValueError, match="logits"):
+        tr.lm_loss(lambda ids: torch.zeros(2, 4, VOCAB), (x, y))
+    with pytest.raises(ValueError, match="pair"):
+        tr.lm_loss(model, (x,))
+
+
+def test_seq2seq_loss_teacher_forcing_and_pad():
+    seen = {}
+
+    class Recorder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.out = nn.Embedding(VOCAB, VOCAB)
+
+        def forward(self, src, tgt_in, src_mask=None):
+            seen.update(tgt_in=tgt_in, src_mask=src_mask)
+            return self.out(tgt_in)  # (B, T, V)
+
+    model = Recorder()
+    src = torch.tensor([[5, 6, 7], [8, 9, 0]])
+    tgt = torch.tensor([[1, 4, 5, 2], [1, 6, 2, 0]])  # BOS y EOS PAD
+    loss, n = tr.seq2seq_loss(model, (src, tgt))
+    assert torch.equal(seen["tgt_in"], tgt[:, :-1])
+    assert torch.equal(seen["src_mask"], src != 0)
+    labels = tgt[:, 1:]
+    expected = F.cross_entropy(model.out(tgt[:, :-1])[labels != 0], labels[labels != 0])
+    torch.testing.assert_close(loss, expected)
+    assert n == 5
+    with pytest.raises(ValueError, match="tgt"):
+        tr.seq2seq_loss(model, (src, tgt[:, :1]))
+
+
+def test_classification_loss_matches_cross_entropy():
+    model = make_classifier()
+    x, y = classification_batches()(0)
+    torch.testing.assert_close(tr.classification_loss(model, (x, y)), F.cross_entropy(model(x), y))
+    with pytest.raises(ValueError, match="logits"):
+        tr.classification_loss(model, (x, y[:5]))
+
+
+def test_evaluate_is_token_weighted_and_restores_mode():
+    torch.manual_seed(0)
+    model = TiedLM()
+    get_batch = lm_batches()
+    b1 = get_batch(1)
+    b2 = get_batch(2)
+    b2[1][:, 1:] = -100  # the second batch counts 4 tokens, the first 20
+    (l1, n1), (l2, n2) = tr.lm_loss(model, b1), tr.lm_loss(model, b2)
+    assert (n1, n2) == (20, 4)
+    expected = (l1.item() * 20 + l2.item() * 4) / 24
+    assert tr.evaluate(model, [b1, b2], tr.lm_loss) == pytest.approx(expected, rel=1e-6)
+    assert model.training
+    model.eval()
+    tr.evaluate(model, [b1], tr.lm_loss)
+    assert not model.training
+    unweighted = lambda m, b: tr.lm_loss(m, b)[0]
+    assert tr.evaluate(model, [b1, b2], unweighted) == pytest.approx((l1.item() + l2.item()) / 2, rel=1e-6)
+    with pytest.raises(ValueError, match="empty"):
+        tr.evaluate(model, [], tr.lm_loss)
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+def test_checkpoint_round_trip_with_tied_weights_and_optimizer(tmp_path):
+    torch.manual_seed(0)
+    model = TiedLM()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    tr.fit(model, lm_batches(), tr.lm_loss, steps=5, optimizer=opt)
+    path = tr.save_checkpoint(tmp_path / "ckpt" / "tiny.safetensors", model, opt, step=5, config=TinyConfig())
+    assert path.exists() and (tmp_path / "ckpt" / "tiny.json").exists()
+
+    torch.manual_seed(1)
+    fresh = TiedLM(**asdict(TinyConfig()))
+    fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=1e-2)
+    meta = tr.load_checkpoint(path, fresh, fresh_opt)
+    assert meta == {"step": 5, "config": asdict(TinyConfig())}
+    assert fresh.head.weight is fresh.embed.weight  # still tied after loading
+    for k, v in model.state_dict().items():
+        torch.testing.assert_close(fresh.state_dict()[k], v, rtol=0, atol=0)
+    ids = torch.randint(0, VOCAB, (3, 4))
+    torch.testing.assert_close(fresh(ids), model(ids), rtol=0, atol=0)
+
+    # Resuming from the checkpoint continues exactly as the original run would.
+    a = tr.fit(model, lm_batches(), tr.lm_loss, steps=2, optimizer=opt).train_loss
+    b = tr.fit(fresh, lm_batches(), tr.lm_loss, steps=2, optimizer=fresh_opt).train_loss
+    assert a == b
+
+
+def test_checkpoint_errors(tmp_path):
+    model = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="safetensors"):
+        tr.save_checkpoint(tmp_path / "model.pt", model)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        tr.load_checkpoint(tmp_path / "missing.safetensors", model)
+    with pytest.raises(TypeError, match="config"):
+        tr.save_checkpoint(tmp_path / "m.safetensors", model, config=object())
+    path = tr.save_checkpoint(tmp_path / "m.safetensors", model)
+    assert tr.load_checkpoint(path, nn.Linear(2, 2)) == {"step": None, "config": None}
+    with pytest.raises(FileNotFoundError, match="optimizer"):
+        tr.load_checkpoint(path, model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+# --------------------------------------------------------------------------------------------- sharding
+def test_shard_batch_splits_contiguously():
+    x, y = torch.arange(12).view(6, 2), torch.arange(6)
+    shards = [tr.shard_batch((x, y), rank=r, world_size=3) for r in range(3)]
+    assert torch.equal(torch.cat([s[0] for s in shards]), x)
+    assert torch.equal(shards[1][1], torch.tensor([2, 3]))
+    assert torch.equal(tr.shard_batch((x,))[0], x)  # one process: all of it
+    with pytest.raises(ValueError, match="batch size 6 .*divisible by the world size 4"):
+        tr.shard_batch((x, y), rank=0, world_size=4)
+    with pytest.raises(ValueError, match="rank"):
+        tr.shard_batch((x, y), rank=3, world_size=3)
+
+
+def test_process_helpers_without_torchrun(monkeypatch):
+    for var in ("RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    assert (tr.rank(), tr.world_size(), tr.is_main_process()) == (0, 1, True)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert (tr.rank(), tr.world_size(), tr.is_main_process()) == (1, 2, False)
+
+
+# -------------------------------------------------------------------------------------------- bad inputs
+def nan_at_step_3(step):
+    x, y = classification_batches()(step)
+    return (x * float("nan") if step == 3 else x), y
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(steps=0), ValueError, "steps must be a positive int, got 0"),
+    (dict(steps=-2), ValueError, "steps"),
+    (dict(steps=2.5), TypeError, "steps must be an int"),
+    (dict(lr=0.0), ValueError, "lr must be a positive finite number, got 0.0"),
+    (dict(lr=-1e-3), ValueError, "lr"),
+    (dict(schedule="exponential"), ValueError, "schedule must be one of .*got 'exponential'"),
+    (dict(amp="fp16"), ValueError, r"amp must be one of \[None, 'bf16'\], got 'fp16'"),
+    (dict(get_batch=[1, 2]), TypeError, "get_batch must be callable, got list"),
+    (dict(loss_fn=None), TypeError, "loss_fn must be callable"),
+    (dict(model="net"), TypeError, "model must be a torch.nn.Module"),
+    (dict(loss_fn=lambda m, b: F.cross_entropy(m(b[0]), b[1], reduction="none")), ValueError,
+     r"scalar \(0-dim\) loss, got shape \(32,\) at step 0"),
+    (dict(get_batch=nan_at_step_3), FloatingPointError, "loss is nan at step 3"),
+    (dict(get_batch=lambda s: torch.zeros(4, D_IN)), TypeError, r"get_batch\(0\) must return a tuple of tensors"),
+    (dict(get_batch=lambda s: (torch.zeros(4, D_IN), [0, 1, 2, 3])), TypeError, "Tensor, list"),
+    (dict(loss_fn=lambda m, b: tr.classification_loss(m, b).detach()), ValueError, "does not require grad"),
+    (dict(loss_fn=lambda m, b: (1, 2, 3)), TypeError, "length 3"),
+    (dict(eval_every=5), ValueError, "eval_every=5 needs an eval_fn"),
+    (dict(eval_fn=lambda m: 0.5), TypeError, "eval_fn must return a dict"),
+    (dict(clip_grad=0), ValueError, "clip_grad"),
+    (dict(weight_decay=-0.1), ValueError, "weight_decay"),
+    (dict(warmup_steps=10), ValueError, r"warmup_steps must be <= steps \(5\)"),
+    (dict(device="gpu0"), ValueError, "device must name a torch device"),
+])
+def test_fit_bad_inputs(kwargs, error, match):
+    args = dict(model=make_classifier(), get_batch=classification_batches(), loss_fn=tr.classification_loss, steps=5)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        tr.fit(args.pop("model"), args.pop("get_batch"), args.pop("loss_fn"), **args)

@@ -1,0 +1,711 @@
+"""Training: device, seeding, learning-rate warm-up, the ``fit`` loop, evaluation, losses and checkpoints.
+
+Every chapter trains its models through :func:`fit`, so a chapter states *what* is learned (a model, a
+``get_batch(step)`` function and a loss) and never re-writes the loop. The same call runs unchanged on a CPU, a GPU,
+or several processes under ``torchrun`` (data parallelism, below).
+
+Conventions:
+    * ``get_batch(step)`` returns a tuple of tensors holding the **global** batch, batch-first.
+    * ``loss_fn(model, batch)`` returns a scalar loss, or ``(loss, n_tokens)`` when the loss is a mean over
+      tokens; ``n_tokens`` then weights the logged loss and the throughput.
+    * A step number counts optimizer updates: ``History.train_loss[i]`` is measured on the model after ``i``
+      updates, and an entry ``(n, metrics)`` of ``History.eval`` on the model after ``n`` updates, so both can
+      share one x axis.
+
+Data parallelism (Li et al., 2020, "PyTorch Distributed"): under ``torchrun`` every process (rank) builds the same
+model and calls ``get_batch(step)`` for the same global batch; :func:`fit` keeps rank ``r``'s contiguous slice of
+rows, wraps the model in ``DistributedDataParallel`` (which averages gradients across ranks during ``backward``)
+and all-reduces the logged loss. With a mean loss the averaged gradient is the gradient of the global-batch loss,
+so a 2-process run follows a 1-process run up to float rounding.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import json
+import math
+import os
+import random
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence, Union
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_choice, check_positive_int, check_tensor
+
+PAD_ID = 0  # padding token id of every vocabulary in the book (see data.py)
+IGNORE_INDEX = -100  # label value skipped by lm_loss (PyTorch's cross_entropy default)
+SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
+AMP_MODES = (None, "bf16")
+
+Batch = Sequence[torch.Tensor]
+
+
+# --------------------------------------------------------------------------------------------- device, seeds
+def get_device() -> torch.device:
+    """The device chapters train on: CUDA, then Apple's MPS, then the CPU.
+
+    The environment variable ``TL_DEVICE`` (e.g. ``cpu``, ``cuda:1``) overrides the choice; tests use it.
+
+    Returns:
+        A ``torch.device``.
+    """
+    requested = os.environ.get("TL_DEVICE")
+    if requested:
+        try:
+            device = torch.device(requested)
+        except RuntimeError as err:
+            raise ValueError(f"TL_DEVICE must name a torch device such as 'cpu' or 'cuda:0', got {requested!r}") from err
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"TL_DEVICE={requested!r} but CUDA is not available; expected 'cpu' or unset")
+        if device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+            raise ValueError(f"TL_DEVICE={requested!r} but MPS is not available; expected 'cpu' or unset")
+        return device
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if hasattr(torch.backends, "mps") and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def set_seed(seed: int) -> torch.Generator:
+    """Seed Python's ``random``, NumPy and PyTorch (CPU and every GPU).
+
+    Args:
+        seed: a non-negative int.
+
+    Returns:
+        A CPU ``torch.Generator`` seeded with ``seed``, handy for sampling data independently of the model's RNG.
+    """
+    check_positive_int("seed", seed, allow_zero=True)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    return torch.Generator().manual_seed(seed)
+
+
+# ------------------------------------------------------------------------------------------- distributed
+def rank() -> int:
+    """This process's rank (0 when not distributed); read from the environment before ``fit`` initialises."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return int(os.environ.get("RANK", 0))
+
+
+def world_size() -> int:
+    """The number of processes training together (1 when not distributed)."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", 1))
+
+
+def is_main_process() -> bool:
+    """True on rank 0: the process that prints, plots and saves."""
+    return rank() == 0
+
+
+_current_rank, _current_world_size = rank, world_size  # shard_batch's arguments shadow the names
+
+
+def _launched_distributed() -> bool:
+    """True when a process group exists or ``torchrun`` started several processes."""
+    if not dist.is_available():
+        return False
+    if dist.is_initialized():
+        return dist.get_world_size() > 1
+    env = os.environ
+    return int(env.get("WORLD_SIZE", 1)) > 1 and "RANK" in env and "MASTER_ADDR" in env
+
+
+def _init_distributed(device: torch.device) -> torch.device:
+    """Create the default process group if needed (NCCL on CUDA, Gloo on CPU); return this rank's device."""
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+        atexit.register(_destroy_process_group)
+    return device
+
+
+def _destroy_process_group() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def shard_batch(batch: Batch, rank: Optional[int] = None, world_size: Optional[int] = None) -> tuple:
+    """Rank ``rank``'s contiguous slice of a global batch along dim 0.
+
+    Args:
+        batch: a tuple or list of tensors sharing their first (batch) dimension B.
+        rank: which slice; defaults to this process's rank.
+        world_size: how many slices; defaults to the number of processes.
+
+    Shapes:
+        each tensor (B, ...) -> (B / world_size, ...).
+
+    Returns:
+        A tuple of views.
+    """
+    r = _current_rank() if rank is None else rank
+    w = _current_world_size() if world_size is None else world_size
+    check_positive_int("world_size", w)
+    if not 0 <= r < w:
+        raise ValueError(f"rank must be in [0, {w - 1}], got {r}")
+    shards = []
+    for i, t in enumerate(batch):
+        if t.dim() == 0 or t.shape[0] % w:
+            got = "a 0-dim tensor" if t.dim() == 0 else f"batch size {t.shape[0]} (shape {tuple(t.shape)})"
+            raise ValueError(
+                f"global batch element {i} has {got}; expected a batch size divisible by the world size {w} "
+                f"so every process gets an equal share"
+            )
+        b = t.shape[0] // w
+        shards.append(t[r * b:(r + 1) * b])  # (B / w, ...)
+    return tuple(shards)
+
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    """The user's module inside a ``DistributedDataParallel`` and/or ``torch.compile`` wrapper."""
+    while True:
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
+            model = model._orig_mod
+        else:
+            return model
+
+
+# ----------------------------------------------------------------------------------------- schedules
+def lr_schedule(step: int, *, warmup_steps: int = 0, total_steps: Optional[int] = None, kind: str = "constant") -> float:
+    """Learning-rate multiplier at optimizer step ``step`` (0-based): a linear warm-up, then ``kind``.
+
+    Warm-up rises as ``(step + 1) / warmup_steps`` so the first update already moves the weights. After it:
+    ``'constant'`` stays at 1; ``'linear'`` and ``'cosine'`` decay from 1 towards 0 at ``total_steps``;
+    ``'inverse_sqrt'`` is the schedule of Vaswani et al. (2017), ``sqrt(warmup_steps / (step + 1))``, normalised to
+    peak at 1 (their ``d_model ** -0.5`` factor belongs in the base learning rate).
+
+    Args:
+        step: the optimizer step, >= 0.
+        warmup_steps: steps of linear warm-up, >= 0.
+        total_steps: the last step of the decay; required for ``'linear'`` and ``'cosine'``.
+        kind: one of ``SCHEDULES``.
+
+    Returns:
+        A float in [0, 1].
+    """
+    check_positive_int("step", step, allow_zero=True)
+    check_positive_int("warmup_steps", warmup_steps, allow_zero=True)
+    check_choice("kind", kind, SCHEDULES)
+    if kind in ("linear", "cosine"):
+        if total_steps is None:
+            raise ValueError(f"total_steps is required for kind={kind!r}, got None")
+        check_positive_int("total_steps", total_steps)
+        if warmup_steps > total_steps:
+            raise ValueError(f"warmup_steps must be <= total_steps ({total_steps}), got {warmup_steps}")
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if kind == "constant":
+        return 1.0
+    if kind == "inverse_sqrt":
+        return math.sqrt(max(warmup_steps, 1) / (step + 1))
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))  # 0 -> 1 over the decay
+    if kind == "linear":
+        return 1.0 - progress
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def make_scheduler(
+    optimizer: torch.optim.Optimizer, *, warmup_steps: int = 0, total_steps: Optional[int] = None, kind: str = "constant"
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A ``LambdaLR`` that multiplies each group's learning rate by :func:`lr_schedule`; call ``.step()`` per update."""
+    lr_schedule(0, warmup_steps=warmup_steps, total_steps=total_steps, kind=kind)  # validate the arguments now
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, partial(lr_schedule, warmup_steps=warmup_steps, total_steps=total_steps, kind=kind)
+    )
+
+
+# ------------------------------------------------------------------------------------------------ history
+@dataclass
+class History:
+    """What :func:`fit` measured. Lists have one entry per optimizer step.
+
+    Attributes:
+        steps: step numbers 0..steps-1 (number of updates the model had when the loss was measured).
+        train_loss: training loss of each step (mean over the global batch, token-weighted if reported).
+        lr: learning rate used for each update.
+        grad_norm: global L2 norm of the gradient before clipping.
+        eval: ``(n_updates, metrics)`` pairs returned by ``eval_fn``.
+        seconds: wall time of the training steps, evaluation excluded.
+        tokens: tokens (or examples) processed, all processes together.
+    """
+
+    steps: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)
+    lr: list = field(default_factory=list)
+    grad_norm: list = field(default_factory=list)
+    eval: list = field(default_factory=list)
+    seconds: float = 0.0
+    tokens: int = 0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Training throughput, all processes together."""
+        return self.tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def final_eval(self) -> Optional[dict]:
+        """The last metrics returned by ``eval_fn`` (None if it never ran)."""
+        return self.eval[-1][1] if self.eval else None
+
+    def smoothed(self, window: int = 20) -> list:
+        """Trailing moving average of ``train_loss`` over ``window`` steps (same length as ``train_loss``)."""
+        check_positive_int("window", window)
+        c = np.cumsum([0.0] + list(self.train_loss))
+        return [float((c[i + 1] - c[max(0, i + 1 - window)]) / min(window, i + 1)) for i in range(len(self.train_loss))]
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable dict (with ``tokens_per_second``)."""
+        d = dataclasses.asdict(self)
+        d["eval"] = [[s, dict(m)] for s, m in self.eval]
+        d["tokens_per_second"] = self.tokens_per_second
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "History":
+        """Inverse of :meth:`to_dict`."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        h = cls(**{k: v for k, v in d.items() if k in names})
+        h.eval = [(int(s), dict(m)) for s, m in h.eval]
+        return h
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+def _split_loss(out, step: int):
+    """``loss_fn``'s return value -> (scalar loss, n_tokens or None), validated."""
+    n_tokens = None
+    if isinstance(out, (tuple, list)):
+        if len(out) != 2:
+            raise TypeError(f"loss_fn must return a loss or (loss, n_tokens), got a {type(out).__name__} of "
+                            f"length {len(out)} at step {step}")
+        out, n_tokens = out
+        n_tokens = int(n_tokens)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"loss_fn must return a torch.Tensor loss, got {type(out).__name__} at step {step}")
+    if out.dim() != 0:
+        raise ValueError(f"loss_fn must return a scalar (0-dim) loss, got shape {tuple(out.shape)} at step {step}; "
+                         "reduce it, e.g. with .mean()")
+    return out, n_tokens
+
+
+def _count_tokens(batch: Batch) -> int:
+    """Fallback throughput unit: token ids in the first tensor if it holds integers, else examples."""
+    x = batch[0]
+    return x.numel() if not x.is_floating_point() else x.shape[0]
+
+
+def _to_device(batch: Batch, device: torch.device) -> tuple:
+    return tuple(t.to(device, non_blocking=True) for t in batch)
+
+
+def fit(
+    model: nn.Module,
+    get_batch: Callable[[int], Batch],
+    loss_fn: Callable,
+    *,
+    steps: int,
+    lr: float = 3e-3,
+    optimizer: Optional[torch.optim.Optimizer] = None,
+    weight_decay: float = 0.0,
+    warmup_steps: int = 0,
+    schedule: str = "constant",
+    clip_grad: Optional[float] = 1.0,
+    eval_fn: Optional[Callable[[nn.Module], dict]] = None,
+    eval_every: Optional[int] = None,
+    log_every: Optional[int] = None,
+    device: Union[str, torch.device, None] = None,
+    amp: Optional[str] = None,
+    compile: bool = False,
+    progress: bool = False,
+    seed: Optional[int] = None,
+) -> History:
+    """Train ``model`` in place for ``steps`` optimizer updates.
+
+    Each step: ``batch = get_batch(step)``, moved to ``device`` (and sliced per rank when distributed);
+    ``loss_fn(model, batch)``; backward; gradient clipping by global norm; optimizer and schedule step.
+
+    Args:
+        model: the module to train; it is moved to ``device`` and left in training mode.
+        get_batch: ``step -> tuple of tensors``, the global batch (CPU or device). Under ``torchrun`` every rank must
+            get the same batch, so derive its randomness from ``step`` or a seeded generator.
+        loss_fn: ``(model, batch) -> loss`` or ``(loss, n_tokens)``; a mean over the batch (e.g. :func:`lm_loss`).
+            It must call ``model(...)`` (not another method) so that DistributedDataParallel syncs gradients.
+        steps: number of optimizer updates.
+        lr: peak learning rate of the default AdamW (ignored when ``optimizer`` is given).
+        optimizer: an optimizer over ``model``'s parameters; default AdamW (Loshchilov & Hutter, 2019).
+        weight_decay: AdamW decoupled weight decay, applied to matrices only (not biases, norms' gains).
+        warmup_steps: linear warm-up steps of the schedule.
+        schedule: one of ``SCHEDULES`` (see :func:`lr_schedule`); decays reach 0 at ``steps``.
+        clip_grad: maximum global gradient norm, or None not to clip (the norm is recorded either way).
+        eval_fn: ``model -> dict of metrics``, run under ``torch.no_grad()`` in eval mode on the unwrapped model,
+            every ``eval_every`` updates and after the last one.
+        eval_every: updates between evaluations (needs ``eval_fn``); None evaluates once, at the end.
+        log_every: print a line with loss, lr and gradient norm every ``log_every`` updates (main process only).
+        device: where to train; default :func:`get_device`.
+        amp: None (float32) or ``'bf16'``: bfloat16 autocast. Meant for CUDA (Ampere or newer), where it is
+            faster; on CPU it runs but is usually *slower* than float32 and only shows the numerics.
+        compile: wrap the model with ``torch.compile`` — faster steps on GPU after a compilation that takes tens of
+            seconds to minutes; rarely worth it for the book's CPU-sized runs.
+        progress: show a ``tqdm`` progress bar (stderr, main process only).
+        seed: if given, :func:`set_seed` it before the first step (dropout, data drawn from the global RNG).
+
+    Returns:
+        A :class:`History`.
+
+    Raises:
+        FloatingPointError: when the loss or the gradient norm becomes NaN or infinite (naming the step).
+    """
+    # ---- validate the arguments before touching the model
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    for name, fn in (("get_batch", get_batch), ("loss_fn", loss_fn)):
+        if not callable(fn):
+            raise TypeError(f"{name} must be callable, got {type(fn).__name__} {fn!r}")
+    check_positive_int("steps", steps)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not lr > 0 or not math.isfinite(lr):
+        raise ValueError(f"lr must be a positive finite number, got {lr!r}")
+    if isinstance(weight_decay, bool) or not isinstance(weight_decay, (int, float)) or not weight_decay >= 0:
+        raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
+    check_positive_int("warmup_steps", warmup_steps, allow_zero=True)
+    check_choice("schedule", schedule, SCHEDULES)
+    if warmup_steps > steps:
+        raise ValueError(f"warmup_steps must be <= steps ({steps}), got {warmup_steps}")
+    if clip_grad is not None and (isinstance(clip_grad, bool) or not isinstance(clip_grad, (int, float)) or not clip_grad > 0):
+        raise ValueError(f"clip_grad must be a positive number or None, got {clip_grad!r}")
+    if eval_fn is not None and not callable(eval_fn):
+        raise TypeError(f"eval_fn must be callable or None, got {type(eval_fn).__name__}")
+    if eval_every is not None:
+        check_positive_int("eval_every", eval_every)
+        if eval_fn is None:
+            raise ValueError(f"eval_every={eval_every} needs an eval_fn, got eval_fn=None")
+    if log_every is not None:
+        check_positive_int("log_every", log_every)
+    if amp not in AMP_MODES:
+        raise ValueError(f"amp must be one of {list(AMP_MODES)}, got {amp!r}")
+
+    # ---- device, processes, seed
+    if device is None:
+        device = get_device()
+    else:
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {device!r}") from err
+    distributed = _launched_distributed()
+    if distributed:
+        device = _init_distributed(device)
+    n_procs, my_rank = (dist.get_world_size(), dist.get_rank()) if distributed else (1, 0)
+    main = my_rank == 0
+    if seed is not None:
+        set_seed(seed)
+
+    model.to(device)
+    model.train()
+    if optimizer is None:
+        params = [p for p in model.parameters() if p.requires_grad]
+        groups = [  # nanoGPT's convention: decay weight matrices and embeddings, not biases or norm gains
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr)
+    scheduler = make_scheduler(optimizer, warmup_steps=warmup_steps, total_steps=steps, kind=schedule)
+
+    net = model
+    if distributed:
+        net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if compile:
+        net = torch.compile(net)
+    autocast = (partial(torch.autocast, device_type=device.type, dtype=torch.bfloat16) if amp == "bf16"
+                else nullcontext)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    history = History()
+
+    def run_eval(n_updates: int) -> None:
+        model.eval()
+        with torch.no_grad():
+            metrics = eval_fn(model)
+        model.train()
+        if not isinstance(metrics, dict):
+            raise TypeError(f"eval_fn must return a dict of metrics, got {type(metrics).__name__}")
+        metrics = {k: (v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in metrics.items()}
+        history.eval.append((n_updates, metrics))
+        if log_every is not None and main:
+            bar.write(f"eval after {n_updates} steps: " + ", ".join(
+                f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))
+
+    bar = _tqdm(total=steps, disable=not (progress and main))
+    try:
+        for step in range(steps):
+            t0 = time.perf_counter()
+            batch = get_batch(step)
+            if not isinstance(batch, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in batch):
+                kinds = (type(batch).__name__ if not isinstance(batch, (tuple, list))
+                         else "a sequence of " + ", ".join(type(t).__name__ for t in batch))
+                raise TypeError(f"get_batch({step}) must return a tuple of tensors, got {kinds}")
+            if distributed:
+                batch = shard_batch(batch, my_rank, n_procs)
+            n_fallback = _count_tokens(batch) * n_procs
+            batch = _to_device(batch, device)
+
+            with autocast():
+                loss, n_tokens = _split_loss(loss_fn(net, batch), step)
+            # The global loss is the token-weighted mean over ranks; scaling each rank's loss by its token share
+            # makes DDP's gradient *average* equal the gradient of that global mean.
+            n_local = 1 if n_tokens is None else n_tokens
+            n_global = n_local * n_procs
+            global_loss = loss.item()
+            if distributed:
+                # NCCL reduces only CUDA tensors; Gloo reduces CPU ones.
+                stats = torch.tensor([global_loss * n_local, n_local], dtype=torch.float64,
+                                     device=device if device.type == "cuda" else "cpu")
+                dist.all_reduce(stats)
+                global_loss, n_global = (stats[0] / stats[1]).item(), int(stats[1].item())
+            if not math.isfinite(global_loss):
+                raise FloatingPointError(f"training loss is {global_loss} at step {step}; lower lr, enable clip_grad "
+                                         "or check the data (e.g. a batch whose labels are all ignored)")
+            if not loss.requires_grad:
+                raise ValueError(f"loss_fn returned a loss that does not require grad at step {step}; was it "
+                                 "computed under torch.no_grad() or detached?")
+            if distributed and n_tokens is not None:
+                loss = loss * (n_local * n_procs / n_global)
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            norm = torch.nn.utils.clip_grad_norm_(params, clip_grad if clip_grad is not None else float("inf"))
+            norm = float(norm)
+            if not math.isfinite(norm):
+                raise FloatingPointError(f"gradient norm is {norm} at step {step}; lower lr or enable clip_grad")
+            history.lr.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+            history.seconds += time.perf_counter() - t0
+
+            history.steps.append(step)
+            history.train_loss.append(global_loss)
+            history.grad_norm.append(norm)
+            history.tokens += n_global if n_tokens is not None else n_fallback
+            bar.update(1)
+            bar.set_postfix(loss=f"{global_loss:.4f}", refresh=False)
+            if log_every is not None and main and ((step + 1) % log_every == 0 or step == 0):
+                bar.write(f"step {step + 1:>6}/{steps}  loss {global_loss:.4f}  lr {history.lr[-1]:.2e}  "
+                          f"grad_norm {norm:.3f}")
+            if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or step == steps - 1):
+                run_eval(step + 1)
+    finally:
+        bar.close()
+    return history
+
+
+def _tqdm(total: int, disable: bool):
+    import tqdm  # plain tqdm (not tqdm.auto): one text line in notebooks, scripts and logs alike
+
+    return tqdm.tqdm(total=total, leave=False, file=sys.stderr, disable=disable, dynamic_ncols=True)
+
+
+# ---------------------------------------------------------------------------------------------- evaluate
+def evaluate(model: nn.Module, batches: Iterable[Batch], loss_fn: Callable) -> float:
+    """Mean loss over ``batches``, weighted by tokens when ``loss_fn`` returns ``(loss, n_tokens)``.
+
+    Runs under ``torch.no_grad()`` in eval mode (the previous mode is restored) on this process only.
+
+    Args:
+        model: the module to evaluate.
+        batches: an iterable of tuples of tensors (moved to the model's device).
+        loss_fn: as for :func:`fit`.
+
+    Returns:
+        The mean loss, a float.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+    first = next(iter(model.parameters()), None)
+    device = first.device if first is not None else torch.device("cpu")
+    was_training = model.training
+    model.eval()
+    total, weight = 0.0, 0
+    try:
+        with torch.no_grad():
+            for i, batch in enumerate(batches):
+                loss, n = _split_loss(loss_fn(model, _to_device(batch, device)), i)
+                n = 1 if n is None else n
+                total += loss.item() * n
+                weight += n
+    finally:
+        model.train(was_training)
+    if weight == 0:
+        raise ValueError("batches is empty (or every batch reported n_tokens=0); expected at least one token")
+    return total / weight
+
+
+# ------------------------------------------------------------------------------------------------ losses
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int):
+    """Token-mean cross-entropy of logits (..., V) against labels (...), and the count of counted tokens."""
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore_index)
+    return loss, int((labels != ignore_index).sum())
+
+
+def _unpack(batch, names: str) -> tuple:
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        got = f"a {type(batch).__name__} of length {len(batch)}" if isinstance(batch, (tuple, list)) else type(batch).__name__
+        raise ValueError(f"batch must be a pair ({names}), got {got}")
+    return tuple(batch)
+
+
+def lm_loss(model: nn.Module, batch: Batch):
+    """Next-token cross-entropy of a language model; labels equal to -100 are ignored.
+
+    Args:
+        model: ``ids (B, T) -> logits (B, T, V)``.
+        batch: ``(x, y)``, inputs and labels shifted by one.
+
+    Shapes:
+        x, y: (B, T) long.
+
+    Returns:
+        ``(loss, n_tokens)``: the mean over counted tokens and their number.
+    """
+    x, y = _unpack(batch, "x, y")
+    check_tensor("y", y, ndim=2, dtype="int")
+    logits = model(x)  # (B, T, V)
+    check_tensor("logits", logits, ndim=3)
+    if logits.shape[:2] != y.shape:
+        raise ValueError(f"model(x) must return logits of shape (B, T, V) = {tuple(y.shape)} + (V,), got {tuple(logits.shape)}")
+    return _cross_entropy(logits, y, IGNORE_INDEX)
+
+
+def seq2seq_loss(model: nn.Module, batch: Batch):
+    """Teacher-forced cross-entropy of an encoder-decoder; PAD (0) labels are ignored.
+
+    Args:
+        model: ``(src (B, S), tgt_in (B, T), src_mask=(B, S) bool) -> logits (B, T, V)``.
+        batch: ``(src, tgt)`` with ``tgt = BOS y EOS PAD...``: input ``tgt[:, :-1]``, labels ``tgt[:, 1:]``.
+
+    Shapes:
+        src: (B, S) long; tgt: (B, T + 1) long.
+
+    Returns:
+        ``(loss, n_tokens)``.
+    """
+    src, tgt = _unpack(batch, "src, tgt")
+    check_tensor("src", src, ndim=2, dtype="int")
+    check_tensor("tgt", tgt, ndim=2, dtype="int")
+    if tgt.shape[1] < 2:
+        raise ValueError(f"tgt must have at least 2 positions (BOS and one label), got shape {tuple(tgt.shape)}")
+    tgt_in, labels = tgt[:, :-1], tgt[:, 1:]  # (B, T) each
+    logits = model(src, tgt_in, src_mask=src != PAD_ID)  # (B, T, V)
+    check_tensor("logits", logits, ndim=3)
+    if logits.shape[:2] != labels.shape:
+        raise ValueError(f"model must return logits of shape {tuple(labels.shape)} + (V,), got {tuple(logits.shape)}")
+    return _cross_entropy(logits, labels, PAD_ID)
+
+
+def classification_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
+    """Cross-entropy of a classifier: ``model(x)`` gives logits (B, C) for labels y (B,) (or (..., C) for (...)).
+
+    Returns:
+        The mean loss over examples (a scalar tensor).
+    """
+    x, y = _unpack(batch, "x, y")
+    check_tensor("y", y, dtype="int")
+    logits = model(x)  # (B, C)
+    if logits.shape[:-1] != y.shape:
+        raise ValueError(f"model(x) must return logits of shape {tuple(y.shape)} + (C,), got {tuple(logits.shape)}")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+def _paths(path) -> tuple:
+    path = Path(path)
+    if path.suffix != ".safetensors":
+        raise ValueError(f"path must end in '.safetensors', got {str(path)!r}")
+    return path, path.with_suffix(".json"), path.with_suffix(".optim.pt")
+
+
+def save_checkpoint(path, model: nn.Module, optimizer=None, step: Optional[int] = None, config=None) -> Path:
+    """Save weights (safetensors), metadata (JSON sidecar) and optionally the optimizer state.
+
+    ``model.safetensors`` gets the weights (tied tensors are stored once), ``model.json`` the step and config,
+    ``model.optim.pt`` the optimizer state. Only the main process writes; the others wait for it.
+
+    Args:
+        path: the weights file, ending in ``.safetensors``; its folder is created.
+        model: the module (DDP / compiled wrappers are unwrapped).
+        optimizer: whose ``state_dict`` to save, or None.
+        step: the number of updates done, stored in the metadata.
+        config: a dataclass or JSON-serialisable dict describing the model, stored in the metadata.
+
+    Returns:
+        The weights path.
+    """
+    from safetensors.torch import save_model
+
+    weights, sidecar, optim = _paths(path)
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    if config is not None and not isinstance(config, dict):
+        raise TypeError(f"config must be a dataclass instance, a dict or None, got {type(config).__name__}")
+    meta = {"step": step, "config": config}
+    try:
+        text = json.dumps(meta, indent=2)
+    except TypeError as err:
+        raise TypeError(f"config must be JSON-serialisable: {err}") from err
+    if is_main_process():
+        weights.parent.mkdir(parents=True, exist_ok=True)
+        save_model(unwrap_model(model), str(weights), force_contiguous=True)
+        sidecar.write_text(text)
+        if optimizer is not None:
+            torch.save(optimizer.state_dict(), optim)
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+    return weights
+
+
+def load_checkpoint(path, model: nn.Module, optimizer=None) -> dict:
+    """Load a checkpoint written by :func:`save_checkpoint` into ``model`` (and ``optimizer``) in place.
+
+    Args:
+        path: the ``.safetensors`` weights file.
+        model: a module of the same architecture; weights land on its current device.
+        optimizer: an optimizer over ``model``'s parameters to restore, or None.
+
+    Returns:
+        The metadata dict: ``{'step': int | None, 'config': dict | None}``.
+    """
+    from safetensors.torch import load_model
+
+    weights, sidecar, optim = _paths(path)
+    if not weights.exists():
+        raise FileNotFoundError(f"no checkpoint at {str(weights)!r}")
+    model = unwrap_model(model)
+    first = next(iter(model.parameters()), None)
+    device = first.device if first is not None else torch.device("cpu")
+    load_model(model, str(weights), strict=True, device=str(device))
+    meta = json.loads(sidecar.read_text()) if sidecar.exists() else {"step": None, "config": None}
+    if optimizer is not None:
+        if not optim.exists():
+            raise FileNotFoundError(f"optimizer state requested but {str(optim)!r} does not exist "
+                                    "(save_checkpoint was called without optimizer)")
+        optimizer.load_state_dict(torch.load(optim, map_location=device, weights_only=True))
+    return meta
