@@ -218,7 +218,13 @@ def _seq2seq_softmax_batch(s, h, mask):
 
 
 def _seq2seq_mask_inverted(s, h, mask):
-    return _seq2seq_attn_ref(s, h, ~mask) if (~mask).any(-1).all() else _seq2seq_attn_ref(s, h, ~mask | mask)
+    scores = torch.einsum("bd,bsd->bs", s, h).masked_fill(mask, torch.finfo(s.dtype).min)
+    w = torch.softmax(scores, dim=-1)
+    return torch.einsum("bs,bsd->bd", w, h), w
+
+
+def _seq2seq_mask_inverted_zeroed(s, h, mask):
+    return _seq2seq_attn_ref(s, h, ~mask)
 
 
 def _seq2seq_mask_after(s, h, mask):
@@ -578,6 +584,7 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
              [("the softmax runs over the batch axis; normalise over the source positions (dim=-1)",
                _seq2seq_softmax_batch),
               ("the mask is inverted: True marks real tokens, which must be kept", _seq2seq_mask_inverted),
+              ("the mask is inverted: True marks real tokens, which must be kept", _seq2seq_mask_inverted_zeroed),
               ("the mask is applied after the softmax, so the weights no longer sum to 1; mask the scores first",
                _seq2seq_mask_after),
               ("the mask is ignored: padding positions receive attention", _seq2seq_no_mask)]),
