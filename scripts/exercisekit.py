@@ -1,0 +1,420 @@
+"""Exercises of the chapter notebooks: find them, classify them, and take their solutions out.
+
+Shared by scripts/make_editions.py (student and instructor editions, the instructor guide's
+table), scripts/grade.py (grading submitted notebooks) and tests/test_editions.py.
+Import from a script in scripts/ with ``import exercisekit``.
+
+A chapter writes its exercises with sphinx-exercise directives (chapter brief, README):
+
+- ``{exercise}`` with ``:label: ex-NN-name``, or the gated ``{exercise-start}`` / ``{exercise-end}``;
+- ``{solution} ex-NN-name``, or the gated ``{solution-start} ex-NN-name`` ... ``{solution-end}``,
+  whose content may span several cells, code cells included;
+- in colon fences (``:::{solution}``) or backtick fences (````` ````{solution} `````);
+- an autograded exercise has one code cell tagged ``["solution", "ex-NN-name"]`` holding the
+  reference solution; the autograder's id is ``NN-name`` (``transformer_lib.exercises``).
+
+The scanner reads markdown line by line with a stack of open fences, so that a fence inside a
+code block or a nested directive does not end a solution early, and it carries the gated
+solution and exercise blocks from one cell to the next.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+SOLUTION_TAG = "solution"
+STARTER_TAG = "starter"
+ANSWER_TAG = "answer"
+EX_TAG = re.compile(r"^ex-(\d\d-[A-Za-z0-9_-]+)$")
+
+_OPEN = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\s*(?:\{(?P<name>[A-Za-z0-9_:-]+)\}\s*(?P<arg>.*?))?\s*$")
+_OPEN_CODE = re.compile(r"^\s*(?P<fence>`{3,})[^`]*$")
+_OPTION = re.compile(r"^\s*:(?P<key>[A-Za-z0-9_-]+):\s*(?P<value>.*?)\s*$")
+_ID_IN_TITLE = re.compile(r"\s*\(id\s+`[^`]*`\)\s*")
+_NUMBERED = re.compile(r"^\s{0,3}\d+[.)]\s", re.MULTILINE)
+
+#: Estimated minutes of an exercise: a base per kind, plus PER_PART for each numbered part after
+#: the first (``1.``, ``2.``, ... at the start of a line of the exercise's text).
+BASE_MINUTES = {"conceptual": 10, "implementation": 20, "experiment": 25, "written": 10}
+PER_PART_MINUTES = 5
+
+#: Words that name an exercise's kind, searched as whole words: first in its title, then as the
+#: first word of its text ("Conceptual. ..."), then counted in its text (the most frequent kind).
+KIND_WORDS = {
+    "conceptual": ("conceptual", "concept", "explain", "why", "show that", "prove", "derive",
+                   "argue", "what does"),
+    "implementation": ("implementation", "implement", "write a function", "code"),
+    "experiment": ("experiment", "train", "measure", "plot", "vary", "sweep", "compare",
+                   "evaluate"),
+}
+KINDS = ("conceptual", "implementation", "experiment", "written")
+
+
+# --------------------------------------------------------------------------- small helpers
+def cell_source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def cell_tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []) or [])
+
+
+def exercise_tag_ids(cell) -> list[str]:
+    """Autograder ids named by a cell's ``ex-NN-name`` tags (``ex-04-x`` -> ``04-x``)."""
+    return [m.group(1) for m in (EX_TAG.match(t) for t in cell_tags(cell)) if m]
+
+
+def read_notebook(path: Path):
+    return nbformat.read(str(path), as_version=4)
+
+
+def chapter_title(nb) -> str:
+    """The first level-one heading of a notebook, without its MyST label line."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell_source(cell).splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return ""
+
+
+# --------------------------------------------------------------------------- markdown scanner
+_SERIAL = itertools.count()
+
+
+@dataclass
+class _Frame:
+    fence: str
+    name: str | None          # directive name, None for a code block
+    arg: str = ""
+    label: str | None = None  # :label: of an exercise
+    reading_options: bool = False
+    serial: int = field(default_factory=lambda: next(_SERIAL))  # identifies the frame
+
+
+@dataclass
+class Line:
+    """One markdown line with what it belongs to."""
+
+    text: str
+    solution: str | None = None     # label of the solution it is part of (fences included)
+    exercise: _Frame | None = None  # the exercise whose text it is part of (fences included)
+    markup: bool = False            # a fence or option line, not content
+
+
+@dataclass
+class ScanState:
+    """What carries over from one cell to the next: open gated blocks."""
+
+    gated_solution: str | None = None
+    gated_exercise: _Frame | None = None
+
+
+def _is_close(stripped: str, fence: str) -> bool:
+    return len(stripped) >= len(fence) and set(stripped) == {fence[0]}
+
+
+def scan_markdown(source: str, state: ScanState) -> list[Line]:
+    """Classify the lines of one markdown cell; updates ``state`` for the next cells."""
+    stack: list[_Frame] = []
+    out: list[Line] = []
+
+    def context() -> tuple[str | None, _Frame | None]:
+        solution = state.gated_solution
+        exercise = state.gated_exercise
+        for frame in stack:
+            if frame.name in ("solution", "solution-start"):
+                solution = frame.arg.split()[0] if frame.arg else "?"
+            elif frame.name == "solution-end":
+                solution = state.gated_solution or "?"
+            elif frame.name in ("exercise", "exercise-start"):
+                exercise = frame
+            elif frame.name == "exercise-end":
+                exercise = state.gated_exercise
+        return solution, exercise
+
+    for text in source.splitlines():
+        stripped = text.strip()
+        top = stack[-1] if stack else None
+        if top is not None and top.reading_options:
+            option = _OPTION.match(text)
+            if option:
+                if option["key"] == "label":
+                    top.label = option["value"]
+                out.append(Line(text, *context(), markup=True))
+                continue
+            top.reading_options = False
+        if top is not None and _is_close(stripped, top.fence):
+            out.append(Line(text, *context(), markup=True))
+            frame = stack.pop()
+            if frame.name == "solution-start":
+                state.gated_solution = frame.arg.split()[0] if frame.arg else "?"
+            elif frame.name == "solution-end":
+                state.gated_solution = None
+            elif frame.name == "exercise-start":
+                state.gated_exercise = frame
+            elif frame.name == "exercise-end":
+                state.gated_exercise = None
+            continue
+        if top is not None and top.name is None:  # inside a code block: literal text
+            out.append(Line(text, *context()))
+            continue
+        opening = _OPEN.match(text)
+        if opening and opening["name"]:
+            frame = _Frame(opening["fence"], opening["name"], opening["arg"] or "", reading_options=True)
+        elif _OPEN_CODE.match(text):
+            frame = _Frame(_OPEN_CODE.match(text)["fence"], None)
+        else:
+            frame = None
+        if frame is not None:
+            stack.append(frame)
+            out.append(Line(text, *context(), markup=True))
+            continue
+        out.append(Line(text, *context()))
+    return out
+
+
+# --------------------------------------------------------------------------- exercises
+@dataclass
+class ExerciseInfo:
+    """One exercise of a chapter, with its solution."""
+
+    label: str                    # ex-NN-name
+    chapter: Path
+    title: str = ""
+    text: str = ""
+    solution_text: str = ""
+    solution_code: list[str] = field(default_factory=list)   # code cells of the solution
+    solution_blocks: list[tuple[str, str]] = field(default_factory=list)  # ("markdown"|"code", text)
+    autograded: list[str] = field(default_factory=list)      # autograder ids (NN-name)
+    cell: int = 0                                            # index of its first cell
+
+    @property
+    def id(self) -> str:
+        return self.label[3:] if self.label.startswith("ex-") else self.label
+
+    @property
+    def parts(self) -> int:
+        return max(1, len(_NUMBERED.findall(self.text)))
+
+    @property
+    def kind(self) -> str:
+        return infer_kind(self.title, self.text, bool(self.autograded))
+
+    @property
+    def minutes(self) -> int:
+        return BASE_MINUTES[self.kind] + PER_PART_MINUTES * (self.parts - 1)
+
+
+def _has_word(text: str, word: str) -> bool:
+    return re.search(rf"(?<![A-Za-z]){re.escape(word)}(?![A-Za-z])", text) is not None
+
+
+def infer_kind(title: str, text: str, autograded: bool) -> str:
+    """conceptual / implementation / experiment / written (see KIND_WORDS)."""
+    if autograded:
+        return "implementation"
+    lowered = title.lower()
+    for kind, words in KIND_WORDS.items():
+        if any(_has_word(lowered, w) for w in words):
+            return kind
+    first = re.match(r"\s*\**([A-Za-z]+)", text)
+    if first:
+        word = first.group(1).lower()
+        for kind in KIND_WORDS:
+            if word == kind or (kind == "conceptual" and word == "concept"):
+                return kind
+    body = text.lower()
+    counts = {kind: sum(len(re.findall(rf"(?<![A-Za-z]){re.escape(w)}(?![A-Za-z])", body))
+                        for w in words) for kind, words in KIND_WORDS.items()}
+    best = max(counts.values())
+    if best == 0:
+        return "written"
+    return next(kind for kind, n in counts.items() if n == best)
+
+
+def _clean(lines: list[str]) -> str:
+    text = "\n".join(lines)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip("\n")
+
+
+def find_exercises(path: Path, nb=None) -> list[ExerciseInfo]:
+    """Every exercise of a chapter notebook, in order, with its solution's text and code."""
+    nb = nb if nb is not None else read_notebook(path)
+    state = ScanState()
+    found: dict[int, ExerciseInfo] = {}          # frame.serial -> info
+    order: list[ExerciseInfo] = []
+    text_lines: dict[int, list[str]] = {}
+    solution_blocks: dict[str, list[list]] = {}   # label -> [[kind, cell index, lines or source]]
+    tagged: list[tuple[int, list[str], str]] = []  # (cell index, ids, source)
+
+    def info_for(frame: _Frame, index: int) -> ExerciseInfo:
+        key = frame.serial
+        if key not in found:
+            title = _ID_IN_TITLE.sub(" ", frame.arg).strip()
+            found[key] = ExerciseInfo(label=frame.label or "?", chapter=Path(path), title=title,
+                                      cell=index)
+            order.append(found[key])
+            text_lines[key] = []
+        found[key].label = frame.label or found[key].label
+        return found[key]
+
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown":
+            for line in scan_markdown(cell_source(cell), state):
+                if line.exercise is not None and line.exercise.name in ("exercise", "exercise-start"):
+                    info_for(line.exercise, index)
+                    if not line.markup and line.solution is None:
+                        text_lines[line.exercise.serial].append(line.text)
+                if line.solution is not None and not line.markup:
+                    blocks = solution_blocks.setdefault(line.solution, [])
+                    if not blocks or blocks[-1][0] != "markdown" or blocks[-1][1] != index:
+                        blocks.append(["markdown", index, []])
+                    blocks[-1][2].append(line.text)
+        elif cell.cell_type == "code":
+            source = cell_source(cell)
+            if SOLUTION_TAG in cell_tags(cell):
+                tagged.append((index, exercise_tag_ids(cell), source))
+            if state.gated_solution is not None:
+                solution_blocks.setdefault(state.gated_solution, []).append(["code", index, source])
+            elif state.gated_exercise is not None:
+                info_for(state.gated_exercise, index)
+    for info in order:
+        key = next(k for k, v in found.items() if v is info)
+        info.text = _clean(text_lines[key])
+        for kind, _, content in solution_blocks.get(info.label, []):
+            text = _clean(content) if kind == "markdown" else content
+            if text.strip():
+                info.solution_blocks.append((kind, text))
+        info.solution_text = "\n\n".join(t for k, t in info.solution_blocks if k == "markdown")
+        info.solution_code = [t for k, t in info.solution_blocks if k == "code"]
+    by_label = {info.label: info for info in order}
+    for index, ids, source in tagged:
+        owner = None
+        for ex_id in ids:
+            owner = by_label.get(f"ex-{ex_id}")
+            if owner:
+                break
+        if owner is None:  # attach to the exercise that precedes the cell
+            previous = [info for info in order if info.cell <= index]
+            owner = previous[-1] if previous else None
+        if owner is None:
+            continue
+        for ex_id in ids:
+            if ex_id not in owner.autograded:
+                owner.autograded.append(ex_id)
+        if source not in owner.solution_code:
+            owner.solution_code.append(source)
+            owner.solution_blocks.append(("code", source))
+    return order
+
+
+# --------------------------------------------------------------------------- starters
+def starter_for(exercise_id: str, solution_source: str = "") -> str:
+    """Source of the starter cell of an autograded exercise.
+
+    ``transformer_lib.exercises.starter_code(id)`` when the autograder knows the id; otherwise
+    the solution's top-level functions with their signatures and docstrings, bodies replaced by
+    ``raise NotImplementedError``.
+    """
+    from transformer_lib import exercises
+
+    if exercise_id in exercises.EXERCISES:
+        return exercises.starter_code(exercise_id)
+    lines = solution_source.splitlines()
+    try:
+        tree = ast.parse(solution_source)
+    except SyntaxError:
+        tree = ast.Module(body=[], type_ignores=[])
+    pieces = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            first_body = node.body[0]
+            keep_until = first_body.lineno - 1
+            if (isinstance(first_body, ast.Expr) and isinstance(first_body.value, ast.Constant)
+                    and isinstance(first_body.value.value, str)):
+                keep_until = first_body.end_lineno
+            header = "\n".join(lines[start - 1:keep_until])
+            pieces.append(f'{header}\n    raise NotImplementedError("Exercise {exercise_id}: '
+                          'write your solution here")\n')
+    if not pieces:
+        pieces.append(f'# Exercise {exercise_id}: write your solution here\n'
+                      f'raise NotImplementedError("Exercise {exercise_id}")\n')
+    return "\n\n".join(pieces)
+
+
+# --------------------------------------------------------------------------- student notebook
+def is_check_cell(source: str) -> bool:
+    return "exercises.check(" in source
+
+
+def strip_solutions(nb) -> tuple[object, list[str]]:
+    """A copy of ``nb`` without solutions, outputs or widget state; and the starters' ids.
+
+    Markdown: every ``{solution}`` directive and every gated ``{solution-start}`` ...
+    ``{solution-end}`` block is removed (a cell left empty is dropped). Code: a cell tagged
+    ``solution`` becomes the exercise's starter (tagged ``starter`` and ``ex-NN-name``); the
+    other code cells of a gated solution are dropped, and the first of them leaves an empty
+    cell tagged ``answer`` for the student's work; a check cell inside a gated solution is
+    kept when a starter precedes it in that block.
+    """
+    nb = copy.deepcopy(nb)
+    state = ScanState()
+    cells = []
+    starters: list[str] = []
+    placeholder_for: str | None = None
+    starter_in_block = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            before = state.gated_solution
+            lines = [line.text for line in scan_markdown(cell_source(cell), state)
+                     if line.solution is None]
+            if state.gated_solution != before:
+                placeholder_for, starter_in_block = None, False
+            text = _clean(lines)
+            if text.strip():
+                cell.source = text
+                cells.append(cell)
+            continue
+        if cell.cell_type != "code":
+            cells.append(cell)
+            continue
+        cell.outputs = []
+        cell.execution_count = None
+        tags = cell_tags(cell)
+        source = cell_source(cell)
+        if SOLUTION_TAG in tags:
+            ids = exercise_tag_ids(cell)
+            ex_id = ids[0] if ids else (state.gated_solution or "ex-unknown")[3:]
+            cell.source = starter_for(ex_id, source)
+            kept = [t for t in tags if t != SOLUTION_TAG]
+            cell.metadata["tags"] = [STARTER_TAG] + kept
+            starters.append(ex_id)
+            starter_in_block = state.gated_solution is not None
+            cells.append(cell)
+        elif state.gated_solution is not None:
+            if is_check_cell(source) and starter_in_block:
+                cells.append(cell)
+            elif placeholder_for != state.gated_solution and not starter_in_block:
+                placeholder_for = state.gated_solution
+                cells.append(nbformat.v4.new_code_cell(
+                    f"# {state.gated_solution}: your work here\n",
+                    metadata={"tags": [ANSWER_TAG]}))
+        else:
+            cells.append(cell)
+    nb.cells = cells
+    nb.metadata.pop("widgets", None)
+    nb.metadata.get("book", {}).pop("execution_seconds", None)
+    if "book" in nb.metadata and not nb.metadata["book"]:
+        nb.metadata.pop("book")
+    return nb, starters
