@@ -460,7 +460,7 @@ def _block_params_per_head(d_model, d_ff, n_heads, bias=True):
 
 
 def _block_params_no_norms(d_model, d_ff, n_heads, bias=True):
-    return _block_params_ref(d_model, d_ff, n_heads, bias) - 4 * d_model
+    return _block_params_ref(d_model, d_ff, n_heads, bias) - (4 if bias else 2) * d_model
 
 
 def _block_params_no_bias(d_model, d_ff, n_heads, bias=True):
@@ -650,11 +650,12 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
              "def block_parameters(d_model, d_ff, n_heads, bias=True):",
              "Return the number of parameters of one encoder block: multi-head attention (W_q, W_k, W_v, W_o, each\n"
              "d_model × d_model, plus biases if bias), the feed-forward network (d_model → d_ff → d_model, plus\n"
-             "biases if bias) and two layer norms (gain and bias each, always present).",
+             "biases if bias) and two layer norms (a gain each, plus a bias each if bias, as in tl.EncoderBlock).",
              _block_params_ref, _block_params_cases,
              [("the per-head matrices are counted as d_model × d_model each; together the heads' W_q/W_k/W_v are "
                "d_model × d_model", _block_params_per_head),
-              ("the two layer norms (2 × 2·d_model parameters) are missing", _block_params_no_norms),
+              ("the two layer norms (2 × 2·d_model parameters, 2 × d_model without biases) are missing",
+               _block_params_no_norms),
               ("the biases are not handled as asked", _block_params_no_bias)]),
     Exercise("10-greedy-decode", "Greedy decoding of an encoder–decoder with stopping at EOS",
              "def greedy_decode(model, src, max_len):",
