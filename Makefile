@@ -1,0 +1,150 @@
+# The book's two commands, each doing its own set-up on a fresh machine:
+#   make book   build the HTML book into _build/html
+#   make test   run every check (library tests, nbval, strict build, structure, browser, timings)
+# Set-up steps leave stamp files and are skipped when nothing they depend on changed.
+# `make help` lists the other targets.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+VENV := .venv
+PY := $(VENV)/bin/python
+JB := $(VENV)/bin/jupyter-book
+PYTHON_STAMP := $(VENV)/.stamp-installed
+NPM_STAMP := node_modules/.stamp-installed
+VENDOR := _vendor/mathjax/tex-chtml.js
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+NBVAL_WORKERS ?= 2
+LIB_WORKERS ?= 2
+NB ?=
+
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PYTHONHASHSEED := 0
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+# Kernels must use the inline backend; a CI shell's MPLBACKEND=Agg would hide every figure.
+unexport MPLBACKEND
+
+NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	--nbval-cell-timeout 300 -p no:randomly
+
+.PHONY: help setup book test test-lib nbval build-strict test-book times chapter browser clean
+
+help:
+	@echo "make book          build the HTML book into _build/html (does its own set-up)"
+	@echo "make test          every check: library tests, nbval, strict build, book structure,"
+	@echo "                   headless-browser check, chapter timing report"
+	@echo "make setup         virtual environment (.venv) and the book's JavaScript (npm ci)"
+	@echo "make test-lib      library tests and the source checks of the chapters (pytest tests)"
+	@echo "make nbval         re-run every chapter and compare with its stored outputs"
+	@echo "                   (one chapter: make nbval NB=chapters/01_impact.ipynb)"
+	@echo "make build-strict  full build with -W -n --keep-going: any Sphinx warning fails"
+	@echo "make test-book     checks of the built HTML and the headless-browser check"
+	@echo "make times         seconds per chapter (from the last nbval run) against the budget"
+	@echo "make chapter NB=chapters/NN_topic.ipynb   execute a chapter in place, store outputs"
+	@echo "make clean         remove _build (keeps the execution cache)"
+
+# --------------------------------------------------------------------------- set-up
+$(PY):
+	python3 -m venv $(VENV)
+
+# torch first and pinned: the local CPU wheel (an unpinned torch would pull GBs of CUDA).
+$(PYTHON_STAMP): requirements.txt pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet -e ".[widgets,hf,dev]"
+	touch $@
+
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts
+	touch $@
+
+# MathJax, RequireJS and the ipywidgets HTML manager, served by the book from _static/.
+$(VENDOR): $(NPM_STAMP) _ext/widgets-config.js
+	rm -rf _vendor
+	mkdir -p _vendor/widgets
+	cp -R node_modules/mathjax/es5 _vendor/mathjax
+	cp node_modules/requirejs/require.js _ext/widgets-config.js _vendor/widgets/
+	find node_modules/@jupyter-widgets/html-manager/dist -maxdepth 1 -type f \
+		! -name '*.map' ! -name '*.txt' -exec cp {} _vendor/widgets/ \;
+	touch $@
+
+setup: $(PYTHON_STAMP) $(VENDOR)
+
+browser:
+	@if [ -x /usr/bin/chromium ]; then echo "chromium: /usr/bin/chromium present"; else \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; fi
+
+# --------------------------------------------------------------------------- the book
+book: setup
+	$(PY) scripts/prime_cache.py
+	$(JB) build .
+	@echo "open _build/html/index.html"
+
+chapter: setup
+	@test -n "$(NB)" || { echo "usage: make chapter NB=chapters/NN_topic.ipynb"; exit 2; }
+	$(PY) scripts/run_chapter.py $(NB)
+
+# --------------------------------------------------------------------------- checks
+test: setup browser
+	@start=$$(date +%s); \
+	for phase in test-lib nbval build-strict test-book times; do \
+		t0=$$(date +%s); \
+		$(MAKE) --no-print-directory $$phase; \
+		echo "== $$phase: $$(( $$(date +%s) - t0 )) s"; \
+	done; \
+	echo "== make test passed in $$(( $$(date +%s) - start )) s"
+
+test-lib: setup
+	$(PY) -m pytest tests -m "not gpu" -p no:randomly -n $(LIB_WORKERS) -q \
+		--ignore=tests/test_built_book.py --ignore=tests/test_browser.py
+
+nbval: setup
+	@mkdir -p _build/reports
+	@chapters="$(NB)"; \
+	if [ -z "$$chapters" ]; then chapters=$$($(PY) scripts/toc_chapters.py); fi; \
+	n=$$(echo $$chapters | wc -w); xdist=""; \
+	if [ "$$n" -gt 1 ] && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
+		xdist="-n $(NBVAL_WORKERS) --dist loadfile"; fi; \
+	echo "nbval on $$n chapter(s): $$chapters"; \
+	$(PY) -m pytest $(NBVAL_FLAGS) $$xdist --junitxml=_build/reports/nbval.xml $$chapters
+
+build-strict: setup
+	$(PY) scripts/prime_cache.py
+	$(PY) scripts/build_book.py --strict
+
+test-book: setup browser
+	BOOK_REQUIRE_BUILD=1 $(PY) -m pytest tests/test_built_book.py tests/test_browser.py \
+		-p no:randomly -v
+
+times: setup
+	$(PY) benchmarks/chapter_times.py --junit _build/reports/nbval.xml
+
+clean:
+	rm -rf _build/html _build/jupyter_execute _build/.doctrees _build/reports _build/screenshots
+
+# --------------------------------------------------------------------------- exercises
+# Student edition (_build/student: solutions removed; STUDENT_REPO=org/repo adds Colab links),
+# instructor edition (_build/instructor: full chapters, ANSWER_KEY.md), the exercise tables
+# of instructor_guide.md, and grading of submitted notebooks (scripts/grade.py).
+STUDENT_REPO ?=
+SUBMISSIONS ?=
+GRADES ?= grades.csv
+
+.PHONY: student-edition instructor-edition exercise-table grade
+
+student-edition: $(PYTHON_STAMP)
+	$(PY) scripts/make_editions.py --student $(if $(STUDENT_REPO),--repo $(STUDENT_REPO))
+
+instructor-edition: $(PYTHON_STAMP)
+	$(PY) scripts/make_editions.py --instructor
+
+exercise-table: $(PYTHON_STAMP)
+	$(PY) scripts/make_editions.py --guide-table
+
+grade: $(PYTHON_STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder [GRADES=grades.csv]"; exit 2; }
+	$(PY) scripts/grade.py $(SUBMISSIONS) --out $(GRADES)

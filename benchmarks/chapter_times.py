@@ -1,0 +1,116 @@
+#!/usr/bin/env python
+"""Seconds per chapter on this machine, against the book's budget (a report, not a test).
+
+    .venv/bin/python benchmarks/chapter_times.py --junit _build/reports/nbval.xml   # make times
+    .venv/bin/python benchmarks/chapter_times.py --run     # execute every chapter now and time it
+
+Sources of the times, per chapter of _toc.yml:
+- "nbval": the last `make nbval` run (its JUnit report sums the time of every cell of the
+  chapter, kernel start-up included). With several nbval workers two chapters share the CPU,
+  so these times are pessimistic.
+- "stored": the time `scripts/run_chapter.py` recorded in the notebook when its outputs were
+  last regenerated (metadata book.execution_seconds), possibly on another machine.
+- "run": with --run, a fresh execution here (nothing is written).
+
+Budget: at most 60 s per chapter and 600 s for the whole book on the 2-core CPU that builds it.
+Chapters over budget are flagged; the exit status is 0 unless --strict is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import bookkit  # noqa: E402
+
+CHAPTER_BUDGET_S = 60.0
+BOOK_BUDGET_S = 600.0
+
+
+def nbval_times(junit: Path) -> dict[str, float]:
+    """Seconds per notebook (repository-relative path) from an nbval JUnit report."""
+    times: dict[str, float] = defaultdict(float)
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        classname = case.get("classname", "")
+        if not classname.endswith(".ipynb"):
+            continue
+        path = classname[: -len(".ipynb")].replace(".", "/") + ".ipynb"
+        times[path] += float(case.get("time", 0.0))
+    return dict(times)
+
+
+def stored_time(path: Path) -> float | None:
+    nb = nbformat.read(path, as_version=4)
+    return nb.metadata.get("book", {}).get("execution_seconds")
+
+
+def run_time(path: Path) -> float:
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--junit", type=Path, help="JUnit XML report of an nbval run")
+    parser.add_argument("--run", action="store_true", help="execute each chapter now and time it")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when over budget")
+    args = parser.parse_args(argv)
+
+    measured = nbval_times(args.junit) if args.junit and args.junit.is_file() else {}
+    if args.junit and not measured:
+        print(f"note: no nbval timings in {args.junit} (run `make nbval` first)")
+
+    rows, total, over = [], 0.0, []
+    for path in bookkit.toc_chapters():
+        name = bookkit.relative(path)
+        if not path.is_file():
+            rows.append((name, "missing", "", "", ""))
+            continue
+        stored = stored_time(path)
+        fresh = run_time(path) if args.run else None
+        seconds = fresh if fresh is not None else measured.get(name, stored)
+        source = "run" if fresh is not None else ("nbval" if name in measured else "stored")
+        flag = ""
+        if seconds is not None:
+            total += seconds
+            if seconds > CHAPTER_BUDGET_S:
+                flag = f"OVER {CHAPTER_BUDGET_S:.0f} s"
+                over.append(name)
+        rows.append((name,
+                     f"{seconds:.1f}" if seconds is not None else "?",
+                     source,
+                     f"{stored:.1f}" if stored is not None else "-",
+                     flag))
+
+    header = ("chapter", "seconds", "source", "stored", "budget")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
+    print(f"Chapter execution times (budget {CHAPTER_BUDGET_S:.0f} s per chapter, "
+          f"{BOOK_BUDGET_S:.0f} s for the book)")
+    print(line.format(*header))
+    for row in rows:
+        print(line.format(*row))
+    book_flag = f"  OVER {BOOK_BUDGET_S:.0f} s" if total > BOOK_BUDGET_S else ""
+    print(f"total: {total:.1f} s for {len(rows)} chapter(s){book_flag}")
+    if over or book_flag:
+        print("over budget: " + ", ".join(over + (["whole book"] if book_flag else [])))
+        return 1 if args.strict else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Checks of the built HTML book (_build/html): every chapter page exists, links to its
+notebook in Colab, renders its exercises, glue and citations; internal links resolve; the
+book's scripts and styles are served by the book itself (no CDN).
+
+Needs `make build-strict` (or `make book`) first. Without a build these tests are skipped,
+unless BOOK_REQUIRE_BUILD=1 (as `make test` sets), which turns the skip into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+from bs4 import BeautifulSoup
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import bookkit  # noqa: E402
+
+HTML = ROOT / "_build" / "html"
+CHAPTERS = bookkit.toc_chapters()
+COLAB = "https://colab.research.google.com/github/"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_book():
+    if not (HTML / "index.html").is_file():
+        message = "the book is not built: run `make build-strict` (or `make book`) first"
+        if os.environ.get("BOOK_REQUIRE_BUILD") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@lru_cache(maxsize=None)
+def soup(path: Path) -> BeautifulSoup:
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+def page(chapter: Path) -> Path:
+    return HTML / "chapters" / f"{chapter.stem}.html"
+
+
+def chapter_id(path: Path) -> str:
+    return path.stem
+
+
+def html_pages() -> list[Path]:
+    if not HTML.is_dir():
+        return []
+    return sorted(p for p in HTML.rglob("*.html") if "_static" not in p.parts
+                  and "_sources" not in p.parts)
+
+
+def prose_text(document: BeautifulSoup) -> str:
+    """Visible text of the article, without code, scripts and outputs of code cells."""
+    article = document.find("article") or document
+    clone = BeautifulSoup(str(article), "html.parser")
+    for tag in clone.select("pre, code, script, style, .cell_output, .cell_input"):
+        tag.decompose()
+    return clone.get_text(" ")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_chapter_page_built(chapter):
+    assert page(chapter).is_file(), f"{bookkit.relative(chapter)}: no page {page(chapter)} built"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_chapter_has_colab_link(chapter):
+    config = bookkit.load_config()
+    repo = urlsplit(bookkit.repository_url()).path.strip("/")
+    branch = config["repository"].get("branch", "main")
+    expected = f"{COLAB}{repo}/blob/{branch}/{bookkit.relative(chapter)}"
+    links = [a.get("href", "") for a in soup(page(chapter)).find_all("a")]
+    assert expected in links, (
+        f"{bookkit.relative(chapter)}: no Colab launch link {expected} in the page "
+        f"(found: {[link for link in links if 'colab' in link]})")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_chapter_hides_bootstrap_cell(chapter):
+    text = soup(page(chapter)).get_text()
+    assert bookkit.BOOTSTRAP_MARKER not in text, (
+        f"{bookkit.relative(chapter)}: the Colab set-up cell is visible in the HTML "
+        f"(tag it {bookkit.BOOTSTRAP_TAG!r})")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_chapter_exercises_rendered(chapter):
+    document = soup(page(chapter))
+    exercises = document.select("div.exercise")
+    solutions = document.select("div.solution")
+    assert len(exercises) >= 3, f"{bookkit.relative(chapter)}: {len(exercises)} exercises rendered"
+    assert len(solutions) >= len(exercises), f"{bookkit.relative(chapter)}: missing solutions"
+    folded = [s for s in solutions if "dropdown" in s.get("class", [])]
+    assert len(folded) == len(solutions), (
+        f"{bookkit.relative(chapter)}: solutions must be folded (:class: dropdown)")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_chapter_roles_resolved(chapter):
+    """No raw MyST left in the prose: every glue, citation, term and reference was resolved."""
+    text = prose_text(soup(page(chapter)))
+    for raw in ("{glue", "{cite", "{term", "{ref", "{doc", "{numref", "```", ":::"):
+        assert raw not in text, f"{bookkit.relative(chapter)}: unresolved {raw!r} in the page"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_chapter_widgets_embedded(chapter):
+    """Widget views stored in the notebook are embedded with their state in the page."""
+    nb = nbformat.read(chapter, as_version=4)
+    views = sum("application/vnd.jupyter.widget-view+json" in o.get("data", {})
+                for c in nb.cells for o in c.get("outputs", []))
+    document = soup(page(chapter))
+    embedded = document.select('script[type="application/vnd.jupyter.widget-view+json"]')
+    assert len(embedded) == views, (
+        f"{bookkit.relative(chapter)}: {views} widget view(s) in the notebook, "
+        f"{len(embedded)} embedded in the page")
+    if views:
+        assert document.select('script[type="application/vnd.jupyter.widget-state+json"]'), (
+            f"{bookkit.relative(chapter)}: widget state missing from the page")
+
+
+def test_assets_are_served_by_the_book():
+    """Scripts and stylesheets load from the book itself, never from a CDN."""
+    remote = []
+    for path in html_pages():
+        for tag in soup(path).find_all(["script", "link"]):
+            url = tag.get("src") if tag.name == "script" else (
+                tag.get("href") if "stylesheet" in (tag.get("rel") or []) else None)
+            if url and urlsplit(url).scheme in ("http", "https") or (url or "").startswith("//"):
+                remote.append(f"{path.relative_to(HTML)}: {url}")
+    assert not remote, "assets loaded from outside the book:\n" + "\n".join(remote)
+
+
+def test_mathjax_and_widget_scripts_are_local():
+    chapter_pages = [page(c) for c in CHAPTERS if page(c).is_file()]
+    sources = [s.get("src", "") for p in chapter_pages for s in soup(p).find_all("script")]
+    assert any("_static/mathjax/tex-chtml.js" in s for s in sources), "MathJax not served locally"
+    for name in ("mathjax/tex-chtml.js", "widgets/require.js", "widgets/embed-amd.js"):
+        assert (HTML / "_static" / name).is_file(), f"_build/html/_static/{name} missing"
+
+
+@lru_cache(maxsize=None)
+def ids_of(path: Path) -> frozenset[str]:
+    document = soup(path)
+    return frozenset(tag["id"] for tag in document.find_all(id=True)) | frozenset(
+        tag["name"] for tag in document.find_all("a", attrs={"name": True}))
+
+
+def test_internal_links_resolve():
+    """Every relative link and image of every page points to an existing file and anchor."""
+    broken = []
+    for path in html_pages():
+        for tag, attribute in (("a", "href"), ("img", "src")):
+            for element in soup(path).find_all(tag):
+                url = element.get(attribute)
+                if not url or url.startswith(("#", "data:", "mailto:", "javascript:")):
+                    if url and url.startswith("#") and len(url) > 1 \
+                            and unquote(url[1:]) not in ids_of(path):
+                        broken.append(f"{path.relative_to(HTML)}: {url} (no such anchor)")
+                    continue
+                parts = urlsplit(url)
+                if parts.scheme or parts.netloc:
+                    continue
+                target = (path.parent / unquote(parts.path)).resolve()
+                if target.is_dir():
+                    target = target / "index.html"
+                if not target.exists():
+                    broken.append(f"{path.relative_to(HTML)}: {url} (no such file)")
+                elif parts.fragment and target.suffix == ".html" \
+                        and unquote(parts.fragment) not in ids_of(target):
+                    broken.append(f"{path.relative_to(HTML)}: {url} (no such anchor)")
+    assert not broken, f"{len(broken)} broken internal link(s):\n" + "\n".join(sorted(set(broken)))
+
+
+def test_every_toc_document_built():
+    missing = [d for d in bookkit.toc_docnames() if not (HTML / f"{d}.html").is_file()]
+    assert not missing, f"documents of _toc.yml without a page: {missing}"
+
+
+def test_api_reference_documents_modules():
+    text = soup(HTML / "api.html").get_text()
+    listed = re.findall(r"^\s{3}(\w+)\s*$", (ROOT / "api.md").read_text(), re.MULTILINE)
+    for module in listed:
+        assert f"transformer_lib.{module}" in text, f"api.html does not document {module}"
