@@ -285,7 +285,7 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: 
         src (B, S) long -> (B, L) long, ``L <= max_len``.
 
     Returns:
-        The output tokens without BOS: ``y₁ … EOS PAD …`` per row (the layout of the labels ``tgt[:, 1:]``). A
+        torch.Tensor: the output tokens without BOS, ``y₁ … EOS PAD …`` per row (the layout of the labels ``tgt[:, 1:]``). A
         row that never produced EOS holds ``max_len`` tokens. ``L`` is the length of the longest row.
     """
     _check_special(bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)

@@ -253,8 +253,9 @@ def from_torch(module: nn.Module) -> nn.Module:
         The library module, in evaluation mode, on the source's device and dtype.
 
     Raises:
-        TypeError: for another module type. ValueError: for an option the library cannot express
-        (``kdim``/``vdim`` different from ``embed_dim``, ``add_bias_kv``, ``add_zero_attn``, another activation).
+        TypeError: for another module type.
+        ValueError: for an option the library cannot express (``kdim``/``vdim`` different from ``embed_dim``,
+            ``add_bias_kv``, ``add_zero_attn``, another activation).
     """
     if isinstance(module, nn.TransformerEncoderLayer):
         ours = _encoder_layer_from_torch(module)
@@ -438,8 +439,9 @@ def from_hf(model: nn.Module) -> nn.Module:
         The library model in evaluation mode, on the source's device and dtype.
 
     Raises:
-        ImportError: transformers is not installed. TypeError: another model class. ValueError: a config option
-        the library cannot express (named in the message).
+        ImportError: transformers is not installed.
+        TypeError: another model class.
+        ValueError: a config option the library cannot express (named in the message).
     """
     transformers = _require_transformers("from_hf")
     if isinstance(model, transformers.GPT2LMHeadModel):

@@ -691,7 +691,7 @@ def load_checkpoint(path, model: nn.Module, optimizer=None) -> dict:
         optimizer: an optimizer over ``model``'s parameters to restore, or None.
 
     Returns:
-        The metadata dict: ``{'step': int | None, 'config': dict | None}``.
+        dict: the metadata, ``{'step': int | None, 'config': dict | None}``.
     """
     from safetensors.torch import load_model
 
