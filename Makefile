@@ -123,6 +123,13 @@ test-book: setup browser
 times: setup
 	$(PY) benchmarks/chapter_times.py --junit _build/reports/nbval.xml
 
+# Every benchmark with one command (benchmarks/README.md): prints each figure, writes benchmarks/results/
+# (latest.json, summary.md, plots) for the appendix page. BENCH_ARGS: --quick, --chapters, --only NAME, --strict.
+.PHONY: bench
+BENCH_ARGS ?=
+bench: $(PYTHON_STAMP)
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
 clean:
 	rm -rf _build/html _build/jupyter_execute _build/.doctrees _build/reports _build/screenshots
 

@@ -1,0 +1,164 @@
+"""Shared helpers of the benchmarks: interleaved timing, peak memory, the figure line, the JSON report.
+
+Every benchmark prints its results as *figure lines*, one per measured figure::
+
+    name: value (reference, target) PASS|MISS
+
+``value`` is a ratio, a fraction or a speed-up, measured against the named reference in the same run; a line
+without a target ends after its parenthesis. ``benchmarks/run_all.py`` reads these lines back with
+:data:`FIGURE_LINE` (so a benchmark can be run on its own and by ``run_all.py`` alike) and, from the benchmarks
+that take ``--json PATH``, their detailed series for the plots.
+
+This machine is shared: anything compared is timed *interleaved* in one process (load changes hit both sides) and
+the median of the repeats is used.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+#: ``name: value (details) VERDICT`` — the printed form of one figure (details and verdict optional).
+FIGURE_LINE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*): (?P<value>\S+)(?: \((?P<detail>.*)\))?"
+                         r"(?: (?P<verdict>PASS|MISS|FAIL))?$")
+
+GiB = 2**30
+MiB = 2**20
+
+
+def verdict(ok: bool) -> str:
+    """``PASS`` or ``MISS`` (a target not reached; ``FAIL`` is for a correctness check)."""
+    return "PASS" if ok else "MISS"
+
+
+def figure(name: str, value: str, detail: Optional[str] = None, result: Optional[str] = None) -> str:
+    """Print and return one figure line."""
+    line = f"{name}: {value}" + (f" ({detail})" if detail else "") + (f" {result}" if result else "")
+    assert FIGURE_LINE.match(line), line
+    print(line, flush=True)
+    return line
+
+
+def parse_figures(text: str) -> Dict[str, dict]:
+    """The figure lines of a benchmark's output: ``{name: {'value', 'detail', 'verdict'}}``."""
+    figures = {}
+    for line in text.splitlines():
+        match = FIGURE_LINE.match(line.strip())
+        if match:
+            figures[match["name"]] = {"value": match["value"], "detail": match["detail"],
+                                      "verdict": match["verdict"]}
+    return figures
+
+
+def synchronize(device) -> None:
+    """Wait for queued GPU work so that a timer measures it (no-op on the CPU)."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def interleaved_medians(fns: Dict[str, Callable[[], object]], repeats: int, warmup: int = 1, inner: int = 1,
+                        device="cpu") -> Dict[str, float]:
+    """Median seconds per call of each function, timed in turn ``repeats`` times (after ``warmup`` rounds)."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    samples: Dict[str, list] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            synchronize(device)
+            start = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            synchronize(device)
+            samples[name].append((time.perf_counter() - start) / inner)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+# ------------------------------------------------------------------------------------------ memory
+# Peak resident memory of one call: reset the kernel's high-water mark (VmHWM) by writing 5 to
+# /proc/self/clear_refs, run, read VmHWM back and subtract the resident memory before the call. Measure in a fresh
+# process that first calls use_mmap_for_large_buffers(): glibc then serves every buffer above 64 KiB with mmap and
+# returns it on free, so the resident size follows live memory instead of keeping freed heap pages.
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number (malloc.h)
+
+
+def use_mmap_for_large_buffers(threshold: int = 65536) -> bool:
+    """Make glibc allocate buffers above ``threshold`` bytes with mmap (as MALLOC_MMAP_THRESHOLD_ would)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def peak_memory_supported() -> bool:
+    """True on Linux with a writable /proc/self/clear_refs."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        _status_bytes("VmHWM:")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_delta(fn: Callable[[], object]) -> int:
+    """Bytes by which the process's peak resident memory exceeded its resident memory before ``fn()``."""
+    import gc
+
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # reset the peak-RSS mark to the current RSS
+    base = _status_bytes("VmRSS:")
+    result = fn()
+    peak = _status_bytes("VmHWM:")
+    del result
+    return max(0, peak - base)
+
+
+# ------------------------------------------------------------------------------------------ reports
+def machine() -> dict:
+    """What ran the benchmark: CPU model, cores, torch threads and version, memory, load, GPU."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "python": platform.python_version(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    try:
+        with open("/proc/meminfo") as f:
+            info["ram_bytes"] = int(next(line for line in f if line.startswith("MemTotal")).split()[1]) * 1024
+        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    except (OSError, StopIteration):
+        pass
+    return info
+
+
+def write_json(path, data: dict) -> None:
+    """Write ``data`` as indented JSON, creating the folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")

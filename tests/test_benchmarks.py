@@ -1,0 +1,246 @@
+"""Smoke tests of the benchmarks (benchmarks/): each runs in --quick mode and prints its figures; the
+correctness parts pass (identical tokens, the reference attention path only with weights); the committed results
+(benchmarks/results/) agree with the tables and plots of the appendix page.
+
+The --quick runs take 5-20 s each on the 2-core machine, so they are marked ``slow``; the rest is fast.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+RESULTS = BENCH / "results"
+sys.path.insert(0, str(BENCH))
+
+import benchkit  # noqa: E402
+import run_all  # noqa: E402
+
+
+def run_quick(module: str, capsys, *extra) -> tuple:
+    """Run ``benchmarks/<module>.py --quick`` in this process: (its return value, its parsed figures)."""
+    mod = __import__(module)
+    result = mod.main(["--quick", *extra])
+    out = capsys.readouterr().out
+    return result, benchkit.parse_figures(out)
+
+
+def value(figures: dict, name: str) -> float:
+    return float(figures[name]["value"].rstrip("x").replace(",", ""))
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def test_figure_line_round_trip(capsys):
+    line = benchkit.figure("ratio_T128", "0.590", "ours 1.0 ms / theirs 1.7 ms, target <= 0.9", "PASS")
+    assert capsys.readouterr().out.strip() == line
+    parsed = benchkit.parse_figures("noise\n" + line + "\nkv_cache_speedup: 6.6x (target >= 5x) MISS\nx: 1")
+    assert parsed["ratio_T128"] == {"value": "0.590", "detail": "ours 1.0 ms / theirs 1.7 ms, target <= 0.9",
+                                    "verdict": "PASS"}
+    assert parsed["kv_cache_speedup"]["verdict"] == "MISS"
+    assert parsed["x"] == {"value": "1", "detail": None, "verdict": None}
+    assert benchkit.parse_figures("Not a figure: has spaces in the name") == {}
+
+
+def test_interleaved_medians_times_every_function():
+    calls = {"a": 0, "b": 0}
+
+    def tick(name):
+        calls[name] += 1
+
+    medians = benchkit.interleaved_medians({"a": lambda: tick("a"), "b": lambda: tick("b")}, repeats=3, warmup=1)
+    assert calls == {"a": 4, "b": 4}
+    assert set(medians) == {"a", "b"} and all(m >= 0 for m in medians.values())
+
+
+@pytest.mark.skipif(not benchkit.peak_memory_supported(), reason="needs a writable /proc/self/clear_refs")
+def test_peak_rss_delta_sees_a_large_buffer():
+    big = benchkit.peak_rss_delta(lambda: torch.ones(64 * 2**20 // 4))  # 64 MiB, touched
+    assert big >= 48 * benchkit.MiB
+
+
+def test_memory_crossing_of_a_power_law():
+    import bench_reference_vs_fused as rvf
+
+    points = {t: 4.0 * 32 * t * t for t in (256, 512, 1024)}  # 4 float32 score matrices of 8 heads
+    t_star, interpolated = rvf.crossing(points, budget=2 * benchkit.GiB, law="power")
+    assert t_star == pytest.approx((2 * benchkit.GiB / 128) ** 0.5, rel=1e-6) and not interpolated
+    t_mid, interpolated = rvf.crossing(points, budget=4.0 * 32 * 700**2, law="power")
+    assert t_mid == pytest.approx(700, rel=1e-6) and interpolated
+    t_lin, _ = rvf.crossing({1024: 1e6 + 1024 * 100, 2048: 1e6 + 2048 * 100}, budget=1e6 + 1e8, law="linear")
+    assert t_lin == pytest.approx(1e6, rel=1e-6)
+    assert rvf.round2(123456) == 120000 and rvf.round2(4096) == 4100
+
+
+def test_reference_spy_counts_both_paths():
+    import bench_reference_vs_fused as rvf
+    from transformer_lib.multihead import MultiHeadAttention
+
+    mha = MultiHeadAttention(16, 2)
+    x = torch.randn(1, 5, 16)
+    with rvf.count_attention_calls() as counts:
+        mha(x, causal=True)
+        mha(x, return_weights=True)
+    assert counts == {"reference": 1, "fused": 1}
+    assert rvf.reference_only_with_weights({"a": (0, 2), "b +weights": (1, 0)})
+    assert not rvf.reference_only_with_weights({"a": (1, 2), "b +weights": (1, 0)})  # reference without weights
+    assert not rvf.reference_only_with_weights({"a": (0, 2), "b +weights": (0, 1)})  # weights but no reference
+
+
+def test_lm_flops_formula():
+    import bench_lm_throughput as lm
+    from transformer_lib.models import DecoderLM, DecoderLMConfig
+
+    d, L, T, V = 128, 4, 128, 107
+    model = DecoderLM(DecoderLMConfig(vocab_size=V, d_model=d, n_heads=4, n_layers=L, d_ff=4 * d, max_len=T))
+    n = L * (3 * d * d + d * d + 2 * d * 4 * d) + V * d  # q|k|v and output projections, feed-forward, tied head
+    assert lm.linear_parameters(model) == n
+    assert lm.flops_per_token(n, L, T, d) == 6 * n + 12 * L * T * d
+
+
+def test_lm_reads_the_chapter_config(tmp_path, monkeypatch):
+    import bench_lm_throughput as lm
+
+    nb = {"cells": [{"cell_type": "code", "source": "%matplotlib inline\n", "metadata": {}},
+                    {"cell_type": "code", "metadata": {},
+                     "source": ["GPU = False\n", "CPU_CONFIG = dict(d_model=96, n_layers=3, n_heads=3, block=64,\n",
+                                "                  batch_size=16, steps=200)\n"]}]}
+    path = tmp_path / "11_language_model.ipynb"
+    path.write_text(json.dumps(nb))
+    monkeypatch.setattr(lm, "CHAPTER", path)
+    monkeypatch.setattr(lm, "ROOT", tmp_path)
+    settings, source = lm.settings_for(torch.device("cpu"))
+    assert settings == dict(d_model=96, n_layers=3, n_heads=3, block_size=64, batch_size=16)
+    assert "CPU_CONFIG" in source
+    assert lm.settings_for(torch.device("cpu"), "default") == (lm.DEFAULT_CPU, "defaults")
+    path.unlink()
+    settings, source = lm.settings_for(torch.device("cpu"))
+    assert settings == lm.DEFAULT_CPU and source.startswith("defaults")
+
+
+def test_parse_chapter_table():
+    out = """Chapter execution times (budget 60 s per chapter, 600 s for the book)
+chapter                         seconds  source  stored     budget
+chapters/01_impact.ipynb           15.1  stored    15.1
+chapters/02_recurrence.ipynb       99.4   nbval    83.2  OVER 60 s
+chapters/13_modifications.ipynb       ?  stored       -
+total: 114.5 s for 3 chapter(s)
+"""
+    rows, total = run_all.parse_chapter_table(out)
+    assert total == 114.5
+    assert [r["chapter"] for r in rows] == ["chapters/01_impact.ipynb", "chapters/02_recurrence.ipynb",
+                                            "chapters/13_modifications.ipynb"]
+    assert rows[1] == {"chapter": "chapters/02_recurrence.ipynb", "seconds": 99.4, "source": "nbval",
+                       "stored": "83.2"}
+    assert rows[2]["seconds"] is None
+    figs = {f["name"]: f for f in run_all.chapter_figures({"rows": rows}, None)}
+    assert figs["slowest_chapter_s"]["verdict"] == "MISS" and figs["book_total_s"]["value"] == "114.5"
+
+
+# ------------------------------------------------------------------------------------------- committed results
+def test_results_summary_in_sync_with_latest_json():
+    latest = RESULTS / "latest.json"
+    assert latest.is_file(), "benchmarks/results/latest.json is missing: run `make bench` and commit the folder"
+    results = json.loads(latest.read_text())
+    assert not results["quick"], "the committed results come from a --quick run; run a full `make bench`"
+    expected = run_all.render_summary(results)
+    assert (RESULTS / "summary.md").read_text() == expected, (
+        "benchmarks/results/summary.md is out of sync with latest.json: `make bench BENCH_ARGS=--render`")
+    for png in ("reference_vs_fused.png", "efficient.png", "lm_throughput.png", "chapters.png"):
+        assert (RESULTS / png).is_file(), png
+    names = {f["name"] for f in results["figures"]}
+    for required in ("mha_fwd_bwd_ratio_T128", "mha_fwd_bwd_ratio_T512", "fused_over_reference_memory_T4096",
+                     "library_reference_only_with_weights", "lm_train_tokens_per_s", "lm_train_mfu",
+                     "kv_cache_speedup", "identical_tokens", "book_total_s"):
+        assert required in names, required
+    assert not [f["name"] for f in results["figures"] if f["verdict"] == "FAIL"]
+
+
+def test_appendix_page_includes_the_generated_sections():
+    page = (ROOT / "appendix_performance.md").read_text()
+    summary = (RESULTS / "summary.md").read_text()
+    markers = re.findall(r':(?:start-after|end-before): "(<!-- (?:begin|end) \w+ -->)"', page)
+    assert len(markers) >= 16 and len(markers) % 2 == 0
+    for marker in markers:
+        assert summary.count(marker) == 1, marker
+    for image in re.findall(r"```\{figure\} (\S+)", page):
+        assert (ROOT / image).is_file(), image
+    assert "- file: appendix_performance" in (ROOT / "_toc.yml").read_text()
+
+
+def test_appendix_prose_types_no_measured_number():
+    """Numbers come from latest.json through the includes; the hand-written prose quotes none."""
+    page = (ROOT / "appendix_performance.md").read_text()
+    prose = re.sub(r"\$\$.*?\$\$|\$[^$]*\$|`[^`]*`|<!--.*?-->", "", page, flags=re.S)
+    typed = re.findall(r"\d+\.\d+|\d+\s*(?:%|ms\b|s\b|MiB|GiB|GFLOP|tokens|×)", prose)
+    assert not typed, f"measured-looking numbers typed into appendix_performance.md: {typed}"
+
+
+# ------------------------------------------------------------------------------------------- --quick runs
+@pytest.mark.slow
+def test_attention_quick(capsys):
+    _, figs = run_quick("bench_attention", capsys)
+    assert value(figs, "mha_fwd_bwd_ratio_T128") > 0 and value(figs, "mha_fwd_bwd_ratio_T512") > 0
+    assert figs["reference_path_only_with_weights"]["verdict"] == "PASS"
+
+
+@pytest.mark.slow
+def test_reference_vs_fused_quick(capsys, tmp_path):
+    res, figs = run_quick("bench_reference_vs_fused", capsys, "--json", str(tmp_path / "r.json"))
+    t = max(res["lengths"])
+    assert figs["library_reference_only_with_weights"]["verdict"] == "PASS"
+    assert all(v["reference_calls"] == 0 and v["fused_calls"] > 0
+               for s, v in res["scenarios"].items() if not s.endswith("+weights"))
+    assert value(figs, f"fused_over_reference_time_T{t}") > 0
+    if res["peak_bytes"]:  # /proc available
+        ref, fused = res["peak_bytes"]["reference"][str(t)], res["peak_bytes"]["fused"][str(t)]
+        assert ref > 2 * 4 * 8 * t * t > fused  # at least two (B=1, H=8) float32 score matrices; fused far less
+        assert value(figs, "reference_max_T_in_budget") > t
+    assert json.loads((tmp_path / "r.json").read_text())["lengths"] == res["lengths"]
+
+
+@pytest.mark.slow
+def test_lm_throughput_quick(capsys, tmp_path):
+    res, figs = run_quick("bench_lm_throughput", capsys, "--json", str(tmp_path / "lm.json"))
+    assert value(figs, "lm_train_tokens_per_s") > 0 and value(figs, "matmul_peak_gflops") > 0
+    assert value(figs, "lm_train_mfu") > 0 and figs["lm_train_mfu"]["verdict"] in ("PASS", "MISS")
+    assert res["flops_per_token"] == 6 * res["n_linear"] + 12 * res["settings"]["n_layers"] * \
+        res["settings"]["block_size"] * res["settings"]["d_model"]
+
+
+def test_lm_throughput_cuda_needs_cuda():
+    import bench_lm_throughput as lm
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with pytest.raises(SystemExit, match="CUDA is not available"):
+        lm.main(["--device", "cuda", "--amp", "bf16", "--quick"])
+
+
+@pytest.mark.slow
+def test_efficient_quick(capsys, tmp_path):
+    res, figs = run_quick("bench_efficient", capsys, "--json", str(tmp_path / "e.json"))
+    n = max(res["lengths"])
+    for kind in ("linformer", "sparse_dense", "sparse_blocked"):
+        assert value(figs, f"{kind}_over_full_time_n{n}") > 0
+    assert set(res["time_s"]) == {"full", "linformer", "sparse_dense", "sparse_blocked"}
+
+
+@pytest.mark.slow
+def test_run_all_quick_writes_results(tmp_path, capsys):
+    """run_all end to end (generation only, to stay short): figures, latest.json, summary.md, plots."""
+    code = run_all.main(["--quick", "--only", "generation", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out[-3000:]
+    results = json.loads((tmp_path / "latest.json").read_text())
+    figs = {f["name"]: f for f in results["figures"]}
+    assert figs["identical_tokens"]["verdict"] == "PASS"
+    assert value({"k": figs["kv_cache_speedup"]}, "k") > 1
+    assert "book_total_s" in figs and results["chapters"]["rows"]
+    assert results["gpu"]["status"] == (run_all.NO_GPU if not torch.cuda.is_available() else "measured")
+    assert (tmp_path / "summary.md").read_text() == run_all.render_summary(results)
+    assert all((tmp_path / p).stat().st_size > 0 for p in ("reference_vs_fused.png", "chapters.png"))
+    assert "kv_cache_speedup:" in out and "== Figures" in out
