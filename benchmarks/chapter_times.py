@@ -10,7 +10,10 @@ Sources of the times, per chapter of _toc.yml:
   so these times are pessimistic.
 - "stored": the time `scripts/run_chapter.py` recorded in the notebook when its outputs were
   last regenerated (metadata book.execution_seconds), possibly on another machine.
-- "run": with --run, a fresh execution here (nothing is written).
+- "run": with --run, a fresh execution here (nothing is written); or, with --runs FILE, the chapters
+  executed one at a time by `benchmarks/run_all.py --chapters` (its results/chapters.json).
+
+A fresh execution wins over an nbval time, which wins over a stored one.
 
 Budget: at most 60 s per chapter and 600 s for the whole book on the 2-core CPU that builds it.
 Chapters over budget are flagged; the exit status is 0 unless --strict is given.
@@ -52,6 +55,14 @@ def stored_time(path: Path) -> float | None:
     return nb.metadata.get("book", {}).get("execution_seconds")
 
 
+def executed_times(runs_file: Path) -> dict[str, float]:
+    """Seconds per chapter from ``run_all.py --chapters``'s chapters.json (chapters executed one at a time)."""
+    import json
+
+    data = json.loads(runs_file.read_text())
+    return {row["chapter"]: float(row["seconds"]) for row in data.get("rows", []) if row.get("seconds") is not None}
+
+
 def run_time(path: Path) -> float:
     from nbclient import NotebookClient
 
@@ -67,12 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--junit", type=Path, help="JUnit XML report of an nbval run")
     parser.add_argument("--run", action="store_true", help="execute each chapter now and time it")
+    parser.add_argument("--runs", type=Path, help="chapters.json written by run_all.py --chapters (fresh runs)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when over budget")
     args = parser.parse_args(argv)
 
     measured = nbval_times(args.junit) if args.junit and args.junit.is_file() else {}
     if args.junit and not measured:
         print(f"note: no nbval timings in {args.junit} (run `make nbval` first)")
+
+    runs = executed_times(args.runs) if args.runs and args.runs.is_file() else {}
 
     rows, total, over = [], 0.0, []
     for path in bookkit.toc_chapters():
@@ -81,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append((name, "missing", "", "", ""))
             continue
         stored = stored_time(path)
-        fresh = run_time(path) if args.run else None
+        fresh = run_time(path) if args.run else runs.get(name)
         seconds = fresh if fresh is not None else measured.get(name, stored)
         source = "run" if fresh is not None else ("nbval" if name in measured else "stored")
         flag = ""

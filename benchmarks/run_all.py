@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -119,14 +120,20 @@ def parse_chapter_table(output: str) -> tuple:
     return rows, total
 
 
-def chapter_table() -> dict:
-    """``benchmarks/chapter_times.py``'s report: its printed table and the rows parsed from it."""
-    cmd = [sys.executable, str(HERE / "chapter_times.py")]
+def chapter_table(runs_file: Optional[Path] = None) -> dict:
+    """``benchmarks/chapter_times.py``'s report: its printed table and the rows parsed from it.
+
+    ``runs_file``: the chapters.json of a ``--chapters`` run made now; its times take precedence.
+    """
+    args = []
     if NBVAL_REPORT.is_file():
-        cmd += ["--junit", str(NBVAL_REPORT)]
-    code, output, _ = run_logged(cmd)
+        args += ["--junit", NBVAL_REPORT]
+    if runs_file is not None and runs_file.is_file():
+        args += ["--runs", runs_file]
+    code, output, _ = run_logged([sys.executable, str(HERE / "chapter_times.py")] + [str(a) for a in args])
     rows, total = parse_chapter_table(output)
-    shown = ["benchmarks/chapter_times.py"] + (["--junit", str(NBVAL_REPORT.relative_to(ROOT))] if len(cmd) > 2 else [])
+    shown = ["benchmarks/chapter_times.py"] + [str(a.relative_to(ROOT)) if isinstance(a, Path) and a.is_relative_to(ROOT)
+                                               else str(a) for a in args]
     return {"command": " ".join(shown), "returncode": code,
             "table": output.strip(), "rows": rows, "total": total,
             "chapter_budget_s": CHAPTER_BUDGET_S, "book_budget_s": BOOK_BUDGET_S}
@@ -582,12 +589,12 @@ def main(argv=None) -> int:
         print(f"== {title} ({script})", flush=True)
         results["benchmarks"][key] = run_benchmark(key, script, takes_json, args.quick, extra)
 
-    print("== Chapters (chapter_times.py)", flush=True)
-    results["chapters"] = chapter_table()
     runs_file = out / "chapters.json"
     if args.chapters:
         print("== Executing every chapter (time, peak memory of the kernel)", flush=True)
         benchkit.write_json(runs_file, run_chapters())
+    print("== Chapters (chapter_times.py)", flush=True)
+    results["chapters"] = chapter_table(runs_file if args.chapters else None)
     results["chapter_runs"] = json.loads(runs_file.read_text()) if runs_file.is_file() else None
 
     results["gpu"] = {"status": "measured" if cuda else NO_GPU, "commands": list(GPU_COMMANDS),

@@ -140,6 +140,21 @@ total: 114.5 s for 3 chapter(s)
     assert figs["slowest_chapter_s"]["verdict"] == "MISS" and figs["book_total_s"]["value"] == "114.5"
 
 
+def test_chapter_times_prefers_fresh_runs(tmp_path, capsys):
+    """A chapter executed by ``run_all.py --chapters`` is reported with that time, not the nbval or stored one."""
+    import chapter_times
+
+    first = chapter_times.bookkit.relative(chapter_times.bookkit.toc_chapters()[0])
+    runs = tmp_path / "chapters.json"
+    runs.write_text(json.dumps({"measured": "now", "rows": [{"chapter": first, "seconds": 71.5}]}))
+    assert chapter_times.executed_times(runs) == {first: 71.5}
+    assert chapter_times.main(["--runs", str(runs)]) == 0          # over budget is reported, not fatal
+    assert chapter_times.main(["--runs", str(runs), "--strict"]) == 1
+    rows, _ = run_all.parse_chapter_table(capsys.readouterr().out)
+    row = next(r for r in rows if r["chapter"] == first)
+    assert row["seconds"] == 71.5 and row["source"] == "run"
+
+
 # ------------------------------------------------------------------------------------------- committed results
 def test_results_summary_in_sync_with_latest_json():
     latest = RESULTS / "latest.json"
