@@ -51,19 +51,6 @@ ATTENTION_KINDS = ("full", "linformer", "sparse")
 # ----------------------------------------------------------------------------------------------------------------
 # Shared input checks
 # ----------------------------------------------------------------------------------------------------------------
-def _check_layer_input(layer: MultiHeadAttention, x, context=None, cache=None) -> None:
-    check_tensor("x", x, ndim=3, dtype="float", last_dim=layer.d_model)
-    if context is not None:
-        check_tensor("context", context, ndim=3, dtype="float", last_dim=layer.d_model)
-        check_same_device(x=x, context=context)
-        if context.shape[0] != x.shape[0]:
-            raise ValueError(f"context must have the batch size of x ({x.shape[0]}), got {context.shape[0]}")
-    if layer.in_proj.weight.device != x.device:
-        raise ValueError(f"x is on {x.device} but the layer's weights are on {layer.in_proj.weight.device}")
-    if cache is not None and not isinstance(cache, LayerCache):
-        raise TypeError(f"cache must be a LayerCache or None, got {type(cache).__name__}")
-
-
 def _check_non_negative(name: str, value) -> None:
     check_positive_int(name, value, allow_zero=True)
 
@@ -152,7 +139,7 @@ class LinformerAttention(MultiHeadAttention):
         if cache is not None:
             raise ValueError("LinformerAttention does not support a key/value cache (got cache=...): the "
                              "projection along the sequence axis changes with every new token")
-        _check_layer_input(self, x, context)
+        self._check_inputs(x, context)
         src = x if context is None else context
         b, t, d = x.shape
         s, h = src.shape[1], self.n_heads
@@ -538,7 +525,7 @@ class SparseAttention(MultiHeadAttention):
         if context is not None:
             raise ValueError("SparseAttention is self-attention only, got context=...; use MultiHeadAttention "
                              "for cross-attention (as BigBird's decoder does)")
-        _check_layer_input(self, x, cache=cache)
+        self._check_inputs(x, cache=cache)
         b, t, _ = x.shape
         if cache is not None:
             if cache.static:

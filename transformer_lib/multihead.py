@@ -111,6 +111,20 @@ class MultiHeadAttention(nn.Module):
         b = None if self.in_proj.bias is None else self.in_proj.bias[part]
         return nn.functional.linear(x, w, b)
 
+    def _check_inputs(self, x: torch.Tensor, context: Optional[torch.Tensor] = None,
+                      cache: Optional["LayerCache"] = None) -> None:
+        """The checks every attention layer of the library runs on its inputs (subclasses reuse them)."""
+        check_tensor("x", x, ndim=3, dtype="float", last_dim=self.d_model)
+        if context is not None:
+            check_tensor("context", context, ndim=3, dtype="float", last_dim=self.d_model)
+            check_same_device(x=x, context=context)
+            if context.shape[0] != x.shape[0]:
+                raise ValueError(f"context must have the batch size of x ({x.shape[0]}), got {context.shape[0]}")
+        if self.in_proj.weight.device != x.device:
+            raise ValueError(f"x is on {x.device} but the layer's weights are on {self.in_proj.weight.device}")
+        if cache is not None and not isinstance(cache, LayerCache):
+            raise TypeError(f"cache must be a LayerCache or None, got {type(cache).__name__}")
+
     def forward(
         self,
         x: torch.Tensor,
@@ -130,16 +144,7 @@ class MultiHeadAttention(nn.Module):
             causal: apply the future mask (self-attention decoders).
             cache: a :class:`LayerCache`; new keys/values are appended (or, if ``static``, computed once).
         """
-        check_tensor("x", x, ndim=3, dtype="float", last_dim=self.d_model)
-        if context is not None:
-            check_tensor("context", context, ndim=3, dtype="float", last_dim=self.d_model)
-            check_same_device(x=x, context=context)
-            if context.shape[0] != x.shape[0]:
-                raise ValueError(f"context must have the batch size of x ({x.shape[0]}), got {context.shape[0]}")
-        if self.in_proj.weight.device != x.device:
-            raise ValueError(f"x is on {x.device} but the layer's weights are on {self.in_proj.weight.device}")
-        if cache is not None and not isinstance(cache, LayerCache):
-            raise TypeError(f"cache must be a LayerCache or None, got {type(cache).__name__}")
+        self._check_inputs(x, context, cache)
         b, t, d = x.shape
         h = self.n_heads
 
