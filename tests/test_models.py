@@ -183,3 +183,15 @@ def test_bad_cache_type():
 def test_empty_batch():
     with pytest.raises(ValueError, match="ids is empty"):
         lm()(torch.zeros(0, 3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("position", ["rotary", "learned"])
+def test_models_trace_without_graph_breaks(position):
+    """torch.compile sees each model as one graph: no check reads tensor values back while it traces."""
+    src, tgt = torch.randint(0, 30, (2, 7)), torch.randint(0, 40, (2, 5))
+    torch._dynamo.reset()
+    for model, args, kwargs in [(lm(position=position), (torch.randint(0, 50, (2, 9)),), {}),
+                                (seq2seq(position=position), (src, tgt), {"src_mask": src != 0})]:
+        report = torch._dynamo.explain(model)(*args, **kwargs)
+        assert report.graph_break_count == 0, [b.reason for b in report.break_reasons]
+    torch._dynamo.reset()

@@ -93,6 +93,10 @@ def check_positive_int(name: str, value, allow_zero: bool = False) -> None:
 def check_ids(name: str, ids, vocab_size: int) -> torch.Tensor:
     """Check a (B, T) tensor of token ids against the vocabulary size."""
     check_tensor(name, ids, ndim=2, dtype="int")
+    if torch.compiler.is_compiling():
+        # Reading the values back is data-dependent (a graph break under torch.compile); the check runs in eager
+        # mode, where a compiled model's inputs can be checked before calling it.
+        return ids
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
