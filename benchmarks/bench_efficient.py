@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -69,19 +68,10 @@ def memory_child(lengths) -> None:
 
 def measure_memory(lengths, threads: int) -> dict:
     """``{kind: {n: peak bytes}}`` from a child process (empty if /proc cannot reset the peak)."""
-    if not benchkit.peak_memory_supported():
-        print("note: /proc/self/clear_refs is not writable here; peak memory not measured")
-        return {}
-    proc = subprocess.run([sys.executable, __file__, "--memory-child", ",".join(map(str, lengths)),
-                           "--threads", str(threads)],
-                          capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"memory child failed:\n{proc.stderr[-3000:]}")
+    rows = benchkit.memory_child_rows(__file__, [",".join(map(str, lengths)), "--threads", threads])
     out: dict = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            out.setdefault(row["kind"], {})[row["n"]] = row["peak_bytes"]
+    for row in rows or []:
+        out.setdefault(row["kind"], {})[row["n"]] = row["peak_bytes"]
     return out
 
 

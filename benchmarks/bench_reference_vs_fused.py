@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,20 +88,11 @@ def measure_memory(lengths_by_path: dict, device: str, threads: int = 1) -> dict
     """Run :func:`memory_child` in a fresh process (CPU) or here (CUDA); ``{path: {T: bytes}}``."""
     if torch.device(device).type == "cuda":
         return memory_child(lengths_by_path, device)
-    if not benchkit.peak_memory_supported():
-        print("note: /proc/self/clear_refs is not writable here; peak memory not measured")
-        return {}
     spec = json.dumps({p: list(ts) for p, ts in lengths_by_path.items()})
-    proc = subprocess.run([sys.executable, __file__, "--memory-child", spec, "--device", device,
-                           "--threads", str(threads)],
-                          capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"memory child failed:\n{proc.stderr[-3000:]}")
+    rows = benchkit.memory_child_rows(__file__, [spec, "--device", device, "--threads", threads])
     out: dict = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            out.setdefault(row["path"], {})[row["T"]] = row["peak_bytes"]
+    for row in rows or []:
+        out.setdefault(row["path"], {})[row["T"]] = row["peak_bytes"]
     return out
 
 

@@ -19,6 +19,8 @@ import os
 import platform
 import re
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, Optional
@@ -118,6 +120,22 @@ def peak_memory_supported() -> bool:
         return True
     except OSError:
         return False
+
+
+def memory_child_rows(script: str, child_args: list) -> Optional[list]:
+    """Run ``python script --memory-child ...child_args`` in a fresh process and return the JSON rows it prints.
+
+    Peak resident memory is per process, so each benchmark measures it in a child that runs nothing else.
+    Returns None (after saying so) where the peak cannot be reset here; raises if the child fails.
+    """
+    if not peak_memory_supported():
+        print("note: /proc/self/clear_refs is not writable here; peak memory not measured")
+        return None
+    proc = subprocess.run([sys.executable, script, "--memory-child", *map(str, child_args)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"memory child failed:\n{proc.stderr[-3000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
 def peak_rss_delta(fn: Callable[[], object]) -> int:

@@ -22,6 +22,7 @@ Chapters over budget are flagged; the exit status is 0 unless --strict is given.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -57,8 +58,6 @@ def stored_time(path: Path) -> float | None:
 
 def executed_times(runs_file: Path) -> dict[str, float]:
     """Seconds per chapter from ``run_all.py --chapters``'s chapters.json (chapters executed one at a time)."""
-    import json
-
     data = json.loads(runs_file.read_text())
     return {row["chapter"]: float(row["seconds"]) for row in data.get("rows", []) if row.get("seconds") is not None}
 
