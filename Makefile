@@ -1,6 +1,7 @@
 # The book's two commands, each doing its own set-up on a fresh machine:
 #   make book   build the HTML book into _build/html
-#   make test   run every check (library tests, nbval, strict build, structure, browser, timings)
+#   make test   run every check (library tests, nbval, the simulated Colab, strict build, structure, browser,
+#               timings)
 # Set-up steps leave stamp files and are skipped when nothing they depend on changed.
 # `make help` lists the other targets.
 
@@ -16,6 +17,9 @@ PYTHON_STAMP := $(VENV)/.stamp-installed
 NPM_STAMP := node_modules/.stamp-installed
 VENDOR := _vendor/mathjax/tex-chtml.js
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# The simulated Colab of make test-colab (tests/test_colab.py): only what Colab preinstalls.
+COLAB_VENV := .venv-colab
+COLAB_STAMP := $(COLAB_VENV)/.stamp-installed
 
 # One chapter at a time by default: the two cores of the reference machine share caches and memory
 # bandwidth, so two chapters side by side each run about 1.3-1.5x slower, and `make times` would
@@ -43,8 +47,9 @@ OTHER_CPU_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 
 help:
 	@echo "make book          build the HTML book into _build/html (does its own set-up)"
-	@echo "make test          every check: library tests, nbval, strict build, book structure,"
-	@echo "                   headless-browser check, chapter timing report"
+	@echo "make test          every check: library tests, nbval (also under another CPU capability), the"
+	@echo "                   simulated Colab, strict build, book structure, headless-browser check,"
+	@echo "                   chapter timing report"
 	@echo "make setup         virtual environment (.venv) and the book's JavaScript (npm ci)"
 	@echo "make test-lib      library tests and the source checks of the chapters (pytest tests), the quick"
 	@echo "                   inner loop: tests marked slow are left to make test-slow"
@@ -53,8 +58,8 @@ help:
 	@echo "                   (one chapter: make nbval NB=chapters/01_impact.ipynb)"
 	@echo "make nbval-other-cpu  the same under ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE:"
 	@echo "                   float results change as on another CPU; tolerances must absorb them"
-	@echo "make test-colab    run every notebook of the Colab edition in a simulated Colab (.venv-colab);"
-	@echo "                   not a phase of make test: it takes longer than the rest of the suite"
+	@echo "make test-colab    run every notebook of the Colab edition in a simulated Colab (.venv-colab),"
+	@echo "                   each chapter's GPU branch capped (one: make test-colab NB=colab/01_impact.ipynb)"
 	@echo "make colab         regenerate the Colab edition (colab/) from the chapters"
 	@echo "make build-strict  full build with -W -n --keep-going: any Sphinx warning fails"
 	@echo "make test-book     checks of the built HTML and the headless-browser check"
@@ -113,9 +118,9 @@ chapter: setup
 	$(PY) scripts/run_chapter.py $(NB)
 
 # --------------------------------------------------------------------------- checks
-test: setup browser
+test: setup browser $(COLAB_STAMP)
 	@start=$$(date +%s); \
-	for phase in test-lib test-slow nbval nbval-other-cpu build-strict test-book times; do \
+	for phase in test-lib test-slow nbval nbval-other-cpu test-colab build-strict test-book times; do \
 		t0=$$(date +%s); \
 		$(MAKE) --no-print-directory $$phase; \
 		echo "== $$phase: $$(( $$(date +%s) - t0 )) s"; \
@@ -146,8 +151,6 @@ nbval-other-cpu: setup
 # A simulated Colab: .venv-colab holds only what Colab preinstalls (tests/colab_preinstalled.txt; torch
 # first and pinned, as for .venv), neither the book's tools nor transformer_lib. tests/test_colab.py runs
 # every notebook of colab/ there; each set-up cell pip-installs the library from this checkout.
-COLAB_VENV := .venv-colab
-COLAB_STAMP := $(COLAB_VENV)/.stamp-installed
 $(COLAB_STAMP): tests/colab_preinstalled.txt
 	rm -rf $(COLAB_VENV)
 	python3 -m venv $(COLAB_VENV)
@@ -156,7 +159,8 @@ $(COLAB_STAMP): tests/colab_preinstalled.txt
 	touch $@
 
 test-colab: setup $(COLAB_STAMP)
-	BOOK_REQUIRE_COLAB=1 COLAB_NOTEBOOKS="$(NB)" $(PY) -m pytest tests/test_colab.py -p no:randomly -v
+	BOOK_REQUIRE_COLAB=1 COLAB_NOTEBOOKS="$(NB)" $(PY) -m pytest tests/test_colab.py -p no:randomly -v \
+		--durations=20
 
 # The Colab edition (colab/NN_topic.ipynb, committed): the chapters with their MyST made plain markdown.
 .PHONY: colab
