@@ -258,3 +258,11 @@ def test_empty_batch_rejected():
 def test_score_wrong_feature_size():
     with pytest.raises(ValueError, match="query must have last dimension 3"):
         BilinearScore(3, 4)(torch.randn(1, 2, 5), torch.randn(1, 2, 4))
+
+
+def test_real_tokens_is_the_one_definition_of_padding():
+    from transformer_lib.attention import real_tokens
+
+    ids = torch.tensor([[5, 7, 0, 0], [3, 0, 4, 0]])
+    assert torch.equal(real_tokens(ids, 0), torch.tensor([[True, True, False, False], [True, False, True, False]]))
+    assert real_tokens(ids, None) is None

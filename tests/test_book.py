@@ -305,34 +305,6 @@ def test_prose_has_no_unresolved_placeholders(path):
         assert marker not in text, f"{notebooks.relative(path)}: markdown contains {marker!r}"
 
 
-# --------------------------------------------------------------------------- paired sources
-def paired_sources():
-    pairs = []
-    for md in sorted(notebooks.CHAPTERS_DIR.glob("*.md")):
-        head = md.read_text(encoding="utf-8")[:400]
-        if head.startswith("---") and "jupytext" in head:
-            pairs.append(md)
-    return pairs
-
-
-@pytest.mark.parametrize("md", paired_sources(), ids=lambda p: p.name)
-def test_paired_source_in_sync(md):
-    """A jupytext MyST pair (optional) must have the same cells as its notebook."""
-    import jupytext
-
-    ipynb = md.with_suffix(".ipynb")
-    assert ipynb.is_file(), f"{notebooks.relative(md)} is paired with a missing {ipynb.name}"
-    text = jupytext.read(md)
-    nb = nbformat.read(ipynb, as_version=4)
-
-    def cells(notebook):
-        return [(c.cell_type, notebooks.cell_source(c).strip()) for c in notebook.cells]
-
-    assert cells(text) == cells(nb), (
-        f"{notebooks.relative(md)} is out of sync with {ipynb.name}: run "
-        f"`jupytext --sync {notebooks.relative(ipynb)}`")
-
-
 # --------------------------------------------------------------------------- API reference
 def test_api_page_lists_every_library_module():
     """api.md documents each public module of transformer_lib, one line each."""

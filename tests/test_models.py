@@ -220,3 +220,20 @@ def test_models_trace_without_graph_breaks(position):
         report = torch._dynamo.explain(model)(*args, **kwargs)
         assert report.graph_break_count == 0, [b.reason for b in report.break_reasons]
     torch._dynamo.reset()
+
+
+def test_encoder_decoder_is_built_from_an_encoder():
+    """The source side of EncoderDecoder is a tl.Encoder: same weights, same memory, same padding rule."""
+    from transformer_lib.models import Encoder, EncoderConfig, EncoderDecoder, EncoderDecoderConfig
+
+    shared = dict(d_model=32, n_heads=4, n_layers=2, d_ff=64, position="rotary", norm_first=False)
+    torch.manual_seed(0)
+    model = EncoderDecoder(EncoderDecoderConfig(src_vocab_size=30, tgt_vocab_size=20, n_dec_layers=1, **shared))
+    assert isinstance(model.encoder, Encoder) and model.encoder.embed is model.src_embed
+    encoder = Encoder(EncoderConfig(vocab_size=30, **shared))
+    encoder.load_state_dict(model.encoder.state_dict())
+    src = torch.randint(4, 30, (2, 6))
+    src[1, 3:] = 0
+    torch.testing.assert_close(model.encode(src), encoder(src))
+    with pytest.raises(ValueError, match="src"):
+        model.encode(torch.full((1, 3), 99))

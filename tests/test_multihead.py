@@ -181,3 +181,40 @@ def test_fast_equals_reference_on_cuda(cuda):
         fast = mha(x, causal=True)
         ref, _ = mha(x, causal=True, return_weights=True)
     torch.testing.assert_close(fast.float(), ref.float(), atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize("return_weights", [False, True])
+def test_mask_is_validated_once_per_layer_call(monkeypatch, return_weights):
+    """The layer checks its mask at its own boundary; attention below it runs unchecked."""
+    import transformer_lib.attention as attention
+    import transformer_lib.multihead as multihead
+
+    checks, check_mask = [], attention.check_mask
+
+    def counting_check_mask(*args, **kwargs):
+        checks.append(args[0])
+        return check_mask(*args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the layer's inputs were validated a second time below its boundary")
+
+    monkeypatch.setattr(multihead, "check_mask", counting_check_mask)
+    for name in ("_check_qkv", "check_mask", "masked_softmax", "combine_masks"):
+        monkeypatch.setattr(attention, name, refuse)
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 5, 16)
+    mask = padding_mask(lengths=torch.tensor([5, 3]), max_len=5)
+    out = mha(x, mask=mask, causal=True, return_weights=return_weights)
+    assert len(checks) == 1 and checks[0] is mask
+    if return_weights:
+        out, weights = out
+        assert torch.all(weights[1, :, :, 3:] == 0)
+    assert out.shape == (2, 5, 16) and torch.isfinite(out).all()
+
+
+def test_mask_on_another_device_names_the_mask():
+    mha = MultiHeadAttention(8, 2)
+    mask = torch.ones(1, 1, 3, 3, dtype=torch.bool, device="meta")
+    with pytest.raises(ValueError, match="mask"):
+        mha(torch.randn(1, 3, 8), mask=mask)

@@ -29,6 +29,7 @@ __all__ = [
     "padding_mask",
     "combine_masks",
     "check_mask",
+    "real_tokens",
     "DotProductScore",
     "BilinearScore",
     "LowRankBilinearScore",
@@ -102,14 +103,31 @@ def padding_mask(
     return (positions[None, :] < lengths[:, None])[:, None, None, :]
 
 
+def real_tokens(ids: torch.Tensor, pad_id: Optional[int]) -> Optional[torch.Tensor]:
+    """Which tokens are real: ``ids != pad_id``, or ``None`` when there is no pad id (every token is real).
+
+    The library's one definition of a real token; the models, the RNN, generation, the batches and the losses use it.
+
+    Shapes:
+        ids (B, S) int -> (B, S) bool, True = real token.
+    """
+    return None if pad_id is None else ids != pad_id
+
+
 def combine_masks(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """Logical AND of boolean masks with broadcasting; ``None`` entries are ignored (``None`` if all are)."""
-    out = None
     for i, m in enumerate(masks):
-        if m is None:
-            continue
-        check_tensor(f"masks[{i}]", m, dtype="bool", allow_empty=True)
-        out = m if out is None else out & m
+        if m is not None:
+            check_tensor(f"masks[{i}]", m, dtype="bool", allow_empty=True)
+    return _and_masks(*masks)
+
+
+def _and_masks(*masks: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """:func:`combine_masks` without the checks, for masks the library built or already checked."""
+    out = None
+    for m in masks:
+        if m is not None:
+            out = m if out is None else out & m
     return out
 
 
@@ -275,10 +293,16 @@ def masked_softmax(scores: torch.Tensor, mask: Optional[torch.Tensor] = None, di
         scores (..., S) float; mask bool broadcastable to scores -> weights like scores.
     """
     check_tensor("scores", scores, dtype="float", allow_empty=True)
+    if mask is not None:
+        check_tensor("mask", mask, dtype="bool", allow_empty=True)
+    return _masked_softmax(scores, mask, dim)
+
+
+def _masked_softmax(scores: torch.Tensor, mask: Optional[torch.Tensor], dim: int = -1) -> torch.Tensor:
+    """:func:`masked_softmax` without the checks (its callers have checked ``scores`` and ``mask``)."""
     compute = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
     if mask is None:
         return torch.softmax(compute, dim=dim).to(scores.dtype)
-    check_tensor("mask", mask, dtype="bool", allow_empty=True)
     compute = compute.masked_fill(~mask, torch.finfo(compute.dtype).min)
     weights = torch.softmax(compute, dim=dim)
     weights = weights * mask.any(dim=dim, keepdim=True)  # fully masked rows -> 0, not uniform
@@ -336,13 +360,18 @@ def attention_reference(
         q (B, H, T, d), k (B, H, S, d), v (B, H, S, d_v) -> out (B, H, T, d_v), weights (B, H, T, S).
     """
     _check_qkv(q, k, v, mask, bias)
+    return _reference(q, k, v, mask, bias, scale, dropout_p, causal)
+
+
+def _reference(q, k, v, mask, bias, scale, dropout_p, causal) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`attention_reference` on checked inputs."""
     if causal:
-        mask = combine_masks(mask, causal_mask(q.shape[2], k.shape[2], device=q.device))
+        mask = _and_masks(mask, causal_mask(q.shape[2], k.shape[2], device=q.device))
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (B, H, T, S)
     if bias is not None:
         scores = scores + bias
-    weights = masked_softmax(scores, mask)
+    weights = _masked_softmax(scores, mask)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return dropped @ v, weights
 
@@ -376,9 +405,15 @@ def scaled_dot_product_attention(
     Shapes:
         q (B, H, T, d), k (B, H, S, d), v (B, H, S, d_v) -> out (B, H, T, d_v) [, weights (B, H, T, S)].
     """
-    if return_weights:
-        return attention_reference(q, k, v, mask=mask, bias=bias, scale=scale, dropout_p=dropout_p, causal=causal)
     _check_qkv(q, k, v, mask, bias)
+    return _attend(q, k, v, mask, bias, causal, scale, dropout_p, return_weights)
+
+
+def _attend(q, k, v, mask=None, bias=None, causal=False, scale=None, dropout_p=0.0, return_weights=False):
+    """:func:`scaled_dot_product_attention` on inputs already checked: the library's layers validate their
+    arguments once, at their own boundary, and call this."""
+    if return_weights:
+        return _reference(q, k, v, mask, bias, scale, dropout_p, causal)
     t, s = q.shape[2], k.shape[2]
     if mask is None and bias is None:
         # PyTorch's is_causal aligns the diagonal at the top-left; with a cache (s > t) build the mask instead.
@@ -386,7 +421,7 @@ def scaled_dot_product_attention(
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal, scale=scale)
         mask = causal_mask(t, s, device=q.device)
     elif causal:
-        mask = combine_masks(mask, causal_mask(t, s, device=q.device))
+        mask = _and_masks(mask, causal_mask(t, s, device=q.device))
     keep = None
     if mask is not None:
         # A fully masked row would be NaN inside the kernel: let it attend everywhere, then zero its output.

@@ -398,7 +398,7 @@ def _marian(hf) -> EncoderDecoder:
     _copy(ours.src_embed.token.weight, enc.embed_tokens.weight, "encoder.embed_tokens.weight")
     if not share:
         _copy(ours.tgt_embed.token.weight, dec.embed_tokens.weight, "decoder.embed_tokens.weight")
-    for i, (blk, layer) in enumerate(zip(ours.encoder_blocks, enc.layers)):
+    for i, (blk, layer) in enumerate(zip(ours.encoder.blocks, enc.layers)):
         _marian_attention(blk.attn, layer.self_attn, f"encoder.layers.{i}.self_attn")
         _copy_norm(blk.attn_sub.norm, layer.self_attn_layer_norm, f"encoder.layers.{i}.self_attn_layer_norm")
         _copy_linear(blk.ff.w1, layer.fc1.weight, layer.fc1.bias, f"encoder.layers.{i}.fc1")

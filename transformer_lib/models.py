@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from ._checks import check_choice, check_ids, check_positive_int, check_tensor
-from .attention import padding_mask
+from .attention import padding_mask, real_tokens
 from .blocks import ACTIVATIONS, NORMS, DecoderBlock, EncoderBlock, make_norm
 from .multihead import KVCache
 from .positional import (POSITION_KINDS, LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
@@ -191,7 +191,8 @@ def _init_weights(module: nn.Module) -> None:
 def _key_mask(mask: Optional[torch.Tensor], ids: torch.Tensor, pad_id: Optional[int], name: str):
     """Turn a (B, S) real-token mask (or the pad id) into a (B, 1, 1, S) key mask; pass 4-D masks through."""
     if mask is None:
-        return None if pad_id is None else padding_mask(real=ids != pad_id)
+        real = real_tokens(ids, pad_id)
+        return None if real is None else padding_mask(real=real)
     check_tensor(name, mask, dtype="bool")
     if mask.dim() == 2:
         if mask.shape != ids.shape:
@@ -223,8 +224,12 @@ class Encoder(nn.Module):
             _init_weights(self)
 
     def forward(self, ids: torch.Tensor, mask: Optional[torch.Tensor] = None, return_weights: bool = False):
-        key_mask = _key_mask(mask, ids, getattr(self.cfg, "pad_id", None), "mask")
-        x = self.embed(ids)
+        return self._encode(ids, mask, return_weights)
+
+    def _encode(self, ids, mask, return_weights, name: str = "ids", mask_name: str = "mask"):
+        """:meth:`forward`, with the argument names that error messages use (``src`` in an encoder–decoder)."""
+        key_mask = _key_mask(mask, ids, self.cfg.pad_id, mask_name)
+        x = self.embed(ids, name=name)
         weights = []
         for block in self.blocks:
             if return_weights:
@@ -290,8 +295,17 @@ class DecoderLM(nn.Module):
         return (logits, weights) if return_weights else logits
 
 
+def _encoder_config(cfg: EncoderDecoderConfig) -> EncoderConfig:
+    """The :class:`EncoderConfig` of an encoder–decoder's source side."""
+    shared = {f.name: getattr(cfg, f.name) for f in fields(_TransformerConfig)}
+    return EncoderConfig(vocab_size=cfg.src_vocab_size, pad_id=cfg.pad_id, **shared)
+
+
 class EncoderDecoder(nn.Module):
     """Encoder–decoder Transformer (Vaswani et al., 2017): the decoder's cross-attention reads the encoder output.
+
+    The source side is an :class:`Encoder` (``self.encoder``) reading the source embedding ``self.src_embed``;
+    the target side is a stack of :class:`~transformer_lib.blocks.DecoderBlock` with cross-attention.
 
     Shapes:
         src (B, S), tgt (B, T) -> logits (B, T, V_tgt). ``src_mask`` (B, S) bool real-token mask; by default
@@ -309,10 +323,7 @@ class EncoderDecoder(nn.Module):
         def position():
             return make_attention_position(cfg.position, cfg.n_heads, d_head, cfg.max_distance)
 
-        self.encoder_blocks = nn.ModuleList(
-            EncoderBlock(cfg.d_model, cfg.n_heads, position=position(), **_block_kwargs(cfg))
-            for _ in range(cfg.n_layers))
-        self.encoder_norm = _final_norm(cfg)
+        self.encoder = Encoder(_encoder_config(cfg), embedding=self.src_embed)
         self.decoder_blocks = nn.ModuleList(
             DecoderBlock(cfg.d_model, cfg.n_heads, cross_attention=True, position=position(), **_block_kwargs(cfg))
             for _ in range(cfg.n_dec_layers))
@@ -333,17 +344,7 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None, return_weights: bool = False):
         """Encoder output ``memory`` (B, S, D)."""
-        key_mask = self.source_mask(src, src_mask)
-        x = self.src_embed(src, name="src")
-        weights = []
-        for block in self.encoder_blocks:
-            if return_weights:
-                x, w = block(x, mask=key_mask, return_weights=True)
-                weights.append(w)
-            else:
-                x = block(x, mask=key_mask)
-        x = self.encoder_norm(x)
-        return (x, weights) if return_weights else x
+        return self.encoder._encode(src, src_mask, return_weights, name="src", mask_name="src_mask")
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: Optional[torch.Tensor] = None,
                cache: Optional[KVCache] = None, return_weights: bool = False, src: Optional[torch.Tensor] = None):
@@ -387,7 +388,7 @@ class EncoderDecoder(nn.Module):
                 return_weights: bool = False):
         """Teacher-forced logits: ``tgt`` is the decoder input (BOS y₁ … y_{T-1})."""
         if src_mask is None:
-            src_mask = src != self.cfg.pad_id if self.cfg.pad_id is not None else None
+            src_mask = real_tokens(src, self.cfg.pad_id)
         if return_weights:
             memory, enc_w = self.encode(src, src_mask, return_weights=True)
             logits, dec_w = self.decode(tgt, memory, src_mask, return_weights=True)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ._checks import check_positive_int, check_same_device, check_tensor
-from .attention import check_mask, scaled_dot_product_attention
+from .attention import _attend, check_mask
 
 __all__ = ["LayerCache", "KVCache", "MultiHeadAttention", "split_heads", "merge_heads"]
 
@@ -169,14 +169,14 @@ class MultiHeadAttention(nn.Module):
                 cache.k, cache.v = k, v
 
         s = k.shape[2]
-        check_mask(mask, b, h, t, s)
+        check_mask(mask, b, h, t, s)  # the one check of the mask: below, attention runs unchecked
+        if mask is not None:
+            check_same_device(x=x, mask=mask)
         bias = None
         if self.position is not None and context is None:
             q, k, bias = self.position(q, k, offset)
-        out = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, causal=causal,
-            dropout_p=self.dropout if self.training else 0.0, return_weights=return_weights,
-        )
+        out = _attend(q, k, v, mask=mask, bias=bias, causal=causal,
+                      dropout_p=self.dropout if self.training else 0.0, return_weights=return_weights)
         if return_weights:
             out, weights = out
             return self.out_proj(merge_heads(out)), weights

@@ -41,7 +41,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ._checks import check_choice, check_ids, check_positive_int, check_tensor
-from .attention import SCORE_NAMES, make_score, masked_softmax
+from .attention import SCORE_NAMES, make_score, masked_softmax, real_tokens
 
 __all__ = [
     "CELLS",
@@ -98,9 +98,8 @@ def _real_mask(ids: torch.Tensor, mask: Optional[torch.Tensor], pad_id: Optional
     """The (B, S) bool real-token mask: from ``mask`` ((B, S) or (B, 1, 1, S)), else ``ids != pad_id``."""
     b, s = ids.shape
     if mask is None:
-        if pad_id is None:
-            return torch.ones(b, s, dtype=torch.bool, device=ids.device)
-        return ids != pad_id
+        real = real_tokens(ids, pad_id)
+        return torch.ones(b, s, dtype=torch.bool, device=ids.device) if real is None else real
     return _as_2d_mask(mask, b, s, name)
 
 
