@@ -1,8 +1,8 @@
 """Language-model training throughput (tokens/s) and its fraction of the machine's measured matmul peak (MFU).
 
-The model is the decoder-only language model of chapter 11 at its CPU setting: the ``CPU_CONFIG`` (or
-``CPU_SETTINGS``) dict of ``chapters/11_language_model.ipynb`` when the chapter exists, otherwise
-:data:`DEFAULT_CPU`, trained on the character-level corpus of ``transformer_lib.data.load_corpus`` through
+The model is the decoder-only language model of chapter 11 at its CPU setting
+(``transformer_lib.presets.LM_CPU_CONFIG``, which the chapter imports too; ``LM_GPU_CONFIG`` with ``--device cuda``),
+or with ``--settings-from default`` the wider :data:`DEFAULT_CPU` / :data:`DEFAULT_GPU`, trained on the character-level corpus of ``transformer_lib.data.load_corpus`` through
 ``transformer_lib.training.fit`` exactly as a chapter trains it.
 
 Model FLOPs per trained token (PaLM, Chowdhery et al. 2022, appendix B):
@@ -23,7 +23,6 @@ chunks and peak measurements alternate (this machine is shared) and medians are 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import statistics
@@ -36,63 +35,27 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import benchkit  # noqa: E402
+from transformer_lib import presets  # noqa: E402
 from benchkit import figure, verdict  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-CHAPTER = ROOT / "chapters" / "11_language_model.ipynb"
-#: The chapter-11 CPU setting used when the chapter (or its config cell) is missing.
+#: A wider CPU setting than chapter 11's (``--settings-from default``).
 DEFAULT_CPU = dict(d_model=128, n_layers=4, n_heads=4, block_size=128, batch_size=32)
-#: A GPU-sized setting (nanoGPT's character-level Shakespeare model), for ``--device cuda``.
+#: A GPU-sized setting (nanoGPT's character-level Shakespeare model), for ``--device cuda --settings-from default``.
 DEFAULT_GPU = dict(d_model=384, n_layers=6, n_heads=6, block_size=256, batch_size=64)
 TARGET_MFU = 0.5
-ALIASES = {"block": "block_size", "seq_len": "block_size", "context": "block_size", "context_len": "block_size",
-           "batch": "batch_size", "layers": "n_layers", "heads": "n_heads"}
-
-
-def chapter_config(names) -> tuple:
-    """``(settings, source)``: the first dict literal assigned to one of ``names`` in chapter 11's code cells."""
-    if not CHAPTER.is_file():
-        return None, f"{CHAPTER.relative_to(ROOT)} not found"
-    nb = json.loads(CHAPTER.read_text())
-    for cell in nb.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:  # IPython magics
-            continue
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                    and isinstance(node.targets[0], ast.Name) and node.targets[0].id in names):
-                continue
-            try:
-                if isinstance(node.value, ast.Call) and getattr(node.value.func, "id", "") == "dict":
-                    found = {kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords if kw.arg}
-                else:
-                    found = ast.literal_eval(node.value)
-            except ValueError:  # not a literal: fall back to the defaults
-                continue
-            if isinstance(found, dict):
-                return {ALIASES.get(k, k): v for k, v in found.items()}, \
-                    f"{CHAPTER.relative_to(ROOT)} ({node.targets[0].id})"
-    return None, f"no {' / '.join(names)} dict in {CHAPTER.relative_to(ROOT)}"
+#: The entries of a chapter-11 config that describe the model and the batch (the rest is the training schedule).
+MODEL_KEYS = ("d_model", "n_layers", "n_heads", "block_size", "batch_size", "d_ff", "position", "dropout")
 
 
 def settings_for(device: torch.device, source: str = "chapter") -> tuple:
-    """The model and batch settings and where they came from: chapter 11's (``source='chapter'``) when available,
-    else (or with ``source='default'``) :data:`DEFAULT_CPU` / :data:`DEFAULT_GPU`."""
+    """The model and batch settings and where they came from: chapter 11's (``source='chapter'``, from
+    :mod:`transformer_lib.presets`) or, with ``source='default'``, :data:`DEFAULT_CPU` / :data:`DEFAULT_GPU`."""
     gpu = device.type == "cuda"
-    defaults = DEFAULT_GPU if gpu else DEFAULT_CPU
     if source == "default":
-        return dict(defaults), "defaults"
-    names = ("GPU_CONFIG", "GPU_SETTINGS") if gpu else ("CPU_CONFIG", "CPU_SETTINGS")
-    found, where = chapter_config(names)
-    settings = dict(defaults)
-    if not found:
-        return settings, f"defaults ({where})"
-    settings.update({k: v for k, v in found.items() if k in defaults or k in ("d_ff", "position", "dropout")})
-    return settings, where
+        return dict(DEFAULT_GPU if gpu else DEFAULT_CPU), "defaults"
+    name = "LM_GPU_CONFIG" if gpu else "LM_CPU_CONFIG"
+    config = getattr(presets, name)
+    return {k: config[k] for k in MODEL_KEYS if k in config}, f"chapter 11 (transformer_lib.presets.{name})"
 
 
 def linear_parameters(model: nn.Module) -> int:
@@ -159,8 +122,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--amp", default=None, choices=[None, "bf16"], help="bfloat16 autocast (CUDA)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (fit(compile=True))")
     parser.add_argument("--settings-from", choices=["chapter", "default"], default="chapter",
-                        help="chapter 11's CPU_CONFIG/GPU_CONFIG (default; the built-in setting if it is missing) "
-                             "or the built-in setting")
+                        help="chapter 11's setting (transformer_lib.presets, the default) or the wider built-in one")
     parser.add_argument("--rounds", type=int, default=None, help="measured rounds (default 4, quick 1)")
     parser.add_argument("--steps", type=int, default=None, help="training steps per round (default 5, quick 2)")
     parser.add_argument("--threads", type=int, default=1,

@@ -117,24 +117,22 @@ def test_lm_flops_formula():
     assert lm.flops_per_token(n, L, T, d) == 6 * n + 12 * L * T * d
 
 
-def test_lm_reads_the_chapter_config(tmp_path, monkeypatch):
+def test_lm_benchmark_trains_chapter_11s_model():
+    """The benchmark and chapter 11 take the model's settings from one place, transformer_lib.presets."""
     import bench_lm_throughput as lm
 
-    nb = {"cells": [{"cell_type": "code", "source": "%matplotlib inline\n", "metadata": {}},
-                    {"cell_type": "code", "metadata": {},
-                     "source": ["GPU = False\n", "CPU_CONFIG = dict(d_model=96, n_layers=3, n_heads=3, block=64,\n",
-                                "                  batch_size=16, steps=200)\n"]}]}
-    path = tmp_path / "11_language_model.ipynb"
-    path.write_text(json.dumps(nb))
-    monkeypatch.setattr(lm, "CHAPTER", path)
-    monkeypatch.setattr(lm, "ROOT", tmp_path)
+    from booktools import notebooks
+    from transformer_lib import presets
+
     settings, source = lm.settings_for(torch.device("cpu"))
-    assert settings == dict(d_model=96, n_layers=3, n_heads=3, block_size=64, batch_size=16)
-    assert "CPU_CONFIG" in source
+    assert settings == {k: presets.LM_CPU_CONFIG[k] for k in lm.MODEL_KEYS}
+    assert source == "chapter 11 (transformer_lib.presets.LM_CPU_CONFIG)"
+    gpu_settings, _ = lm.settings_for(torch.device("cuda"))
+    assert gpu_settings["d_model"] == presets.LM_GPU_CONFIG["d_model"]
     assert lm.settings_for(torch.device("cpu"), "default") == (lm.DEFAULT_CPU, "defaults")
-    path.unlink()
-    settings, source = lm.settings_for(torch.device("cpu"))
-    assert settings == lm.DEFAULT_CPU and source.startswith("defaults")
+    nb = notebooks.read_notebook(ROOT / "chapters" / "11_language_model.ipynb")
+    chapter = "\n".join(notebooks.cell_source(cell) for _, cell in notebooks.code_cells(nb))
+    assert "CPU_CONFIG, GPU_CONFIG = tl.presets.LM_CPU_CONFIG, tl.presets.LM_GPU_CONFIG" in chapter
 
 
 def test_parse_chapter_table():

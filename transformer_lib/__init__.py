@@ -5,7 +5,8 @@ Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score func
 :mod:`~transformer_lib.models`, :mod:`~transformer_lib.rnn`, :mod:`~transformer_lib.efficient`,
 :mod:`~transformer_lib.generation`, :mod:`~transformer_lib.data`, :mod:`~transformer_lib.training`,
 :mod:`~transformer_lib.interop`, :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`,
-:mod:`~transformer_lib.exercises`.
+:mod:`~transformer_lib.exercises`, :mod:`~transformer_lib.presets` (settings a chapter shares with the
+benchmarks).
 """
 from importlib import import_module as _import_module
 
@@ -21,7 +22,8 @@ from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePosition, Ro
 __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient", "generation",
-               "data", "training", "interop", "plotting", "diagrams", "widgets", "exercises", "ledger", "notebook")
+               "data", "training", "interop", "plotting", "diagrams", "widgets", "exercises", "ledger", "notebook",
+               "presets")
 
 
 def __getattr__(name):
