@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from transformer_lib.attention import causal_mask
 from transformer_lib.multihead import MultiHeadAttention
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import figure, verdict  # noqa: E402
 
 
 def fwd_bwd(fn, x):
@@ -86,11 +91,10 @@ def main(argv=None):
         t_ours, t_theirs = time_pair(mine, theirs, x, repeats, inner)
         ratio = t_ours / t_theirs
         results[T] = ratio
-        verdict = "PASS" if ratio <= 0.9 else "MISS"
-        print(f"mha_fwd_bwd_ratio_T{T}: {ratio:.3f} (ours {t_ours * 1e3:.1f} ms / torch.nn.MultiheadAttention "
-              f"{t_theirs * 1e3:.1f} ms, target <= 0.9) {verdict}")
+        figure(f"mha_fwd_bwd_ratio_T{T}", f"{ratio:.3f}", f"ours {t_ours * 1e3:.1f} ms / torch.nn.MultiheadAttention "
+               f"{t_theirs * 1e3:.1f} ms, target <= 0.9", verdict(ratio <= 0.9))
     ok = reference_path_only_with_weights()
-    print(f"reference_path_only_with_weights: {ok} {'PASS' if ok else 'FAIL'}")
+    figure("reference_path_only_with_weights", str(ok), result="PASS" if ok else "FAIL")
     return results
 
 

@@ -78,14 +78,9 @@ def measure_memory(lengths, threads: int) -> dict:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="short sequences, one repeat (smoke test)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="CPU threads (default 1: on this shared 2-core machine a second thread mostly waits "
-                             "for a busy core); 0 keeps torch's default")
-    parser.add_argument("--json", type=Path, help="write the measurements here")
-    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    benchkit.add_common_arguments(parser, memory_child=True)
     args = parser.parse_args(argv)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    benchkit.set_threads(args.threads)
     if args.memory_child:
         benchkit.use_mmap_for_large_buffers()
         memory_child([int(n) for n in args.memory_child.split(",")])

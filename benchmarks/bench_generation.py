@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from transformer_lib.generation import generate
 from transformer_lib.models import DecoderLM, DecoderLMConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchkit import figure, verdict  # noqa: E402
 
 
 def timed(fn, device: torch.device):
@@ -66,11 +71,11 @@ def main(argv=None):
     print(f"device: {device} ({torch.get_num_threads()} CPU threads), DecoderLM d_model={cfg.d_model} "
           f"n_heads={cfg.n_heads} n_layers={cfg.n_layers} vocab={cfg.vocab_size} position={cfg.position}, "
           f"prompt 16 + {new_tokens} new tokens, median of {repeats}")
-    print(f"tokens_per_s_with_cache: {new_tokens / cached:.0f} ({cached:.2f} s)")
-    print(f"tokens_per_s_without_cache: {new_tokens / full:.0f} ({full:.2f} s)")
-    print("identical_tokens: True PASS")
+    figure("tokens_per_s_with_cache", f"{new_tokens / cached:.0f}", f"{cached:.2f} s")
+    figure("tokens_per_s_without_cache", f"{new_tokens / full:.0f}", f"{full:.2f} s")
+    figure("identical_tokens", "True", result="PASS")
     # A speed target missed is MISS, not FAIL (FAIL is for correctness): run_all reports it without failing.
-    print(f"kv_cache_speedup: {speedup:.1f}x (target >= {target:g}x) {'PASS' if speedup >= target else 'MISS'}")
+    figure("kv_cache_speedup", f"{speedup:.1f}x", f"target >= {target:g}x", verdict(speedup >= target))
     return speedup
 
 

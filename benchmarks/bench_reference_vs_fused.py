@@ -139,7 +139,8 @@ def count_attention_calls():
     import transformer_lib.attention as attention
 
     counts = {"reference": 0, "fused": 0}
-    real_ref, real_fused = attention.attention_reference, F.scaled_dot_product_attention
+    # attention._reference is the reference path behind attention_reference and return_weights=True alike.
+    real_ref, real_fused = attention._reference, F.scaled_dot_product_attention
 
     def ref_spy(*args, **kwargs):
         counts["reference"] += 1
@@ -149,11 +150,11 @@ def count_attention_calls():
         counts["fused"] += 1
         return real_fused(*args, **kwargs)
 
-    attention.attention_reference, F.scaled_dot_product_attention = ref_spy, fused_spy
+    attention._reference, F.scaled_dot_product_attention = ref_spy, fused_spy
     try:
         yield counts
     finally:
-        attention.attention_reference, F.scaled_dot_product_attention = real_ref, real_fused
+        attention._reference, F.scaled_dot_product_attention = real_ref, real_fused
 
 
 def reference_path_scenarios() -> dict:
@@ -230,14 +231,9 @@ def main(argv=None) -> dict:
     parser.add_argument("--quick", action="store_true", help="short lengths, one repeat (smoke test)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--budget-gib", type=float, default=2.0, help="memory budget (GiB)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="CPU threads (default 1: on this shared 2-core machine a second thread mostly waits "
-                             "for a busy core); 0 keeps torch's default")
-    parser.add_argument("--json", type=Path, help="write the measurements here")
-    parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+    benchkit.add_common_arguments(parser, memory_child=True)
     args = parser.parse_args(argv)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    benchkit.set_threads(args.threads)
     if args.memory_child:
         benchkit.use_mmap_for_large_buffers()
         memory_child({p: [int(t) for t in ts] for p, ts in json.loads(args.memory_child).items()}, args.device)

@@ -1,13 +1,14 @@
-"""Shared helpers of the benchmarks: interleaved timing, peak memory, the figure line, the JSON report.
+"""Shared helpers of the benchmarks: interleaved timing, peak memory, the figures, the JSON report.
 
-Every benchmark prints its results as *figure lines*, one per measured figure::
+Every benchmark reports each measured figure with :func:`figure`, which records it as data in :data:`FIGURES`
+(``{name: {'value', 'detail', 'verdict'}}``) and prints it for a person as one line::
 
     name: value (reference, target) PASS|MISS
 
-``value`` is a ratio, a fraction or a speed-up, measured against the named reference in the same run; a line
-without a target ends after its parenthesis. ``benchmarks/run_all.py`` reads these lines back with
-:data:`FIGURE_LINE` (so a benchmark can be run on its own and by ``run_all.py`` alike) and, from the benchmarks
-that take ``--json PATH``, their detailed series for the plots.
+``value`` is a ratio, a fraction or a speed-up, measured against the named reference in the same run.
+``benchmarks/run_all.py`` runs each benchmark in its own process with ``BENCH_FIGURES_JSON=<file>`` set, and
+:func:`figure` keeps that file equal to :data:`FIGURES`: the figures travel as JSON, not as printed text. The
+benchmarks that take ``--json PATH`` also write their detailed series for the plots there.
 
 This machine is shared: anything compared is timed *interleaved* in one process (load changes hit both sides) and
 the median of the repeats is used.
@@ -25,9 +26,11 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-#: ``name: value (details) VERDICT`` — the printed form of one figure (details and verdict optional).
-FIGURE_LINE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9_]*): (?P<value>\S+)(?: \((?P<detail>.*)\))?"
-                         r"(?: (?P<verdict>PASS|MISS|FAIL))?$")
+#: The figures this process has reported, by name: ``{'value': str, 'detail': str | None, 'verdict': str | None}``.
+FIGURES: Dict[str, dict] = {}
+#: The environment variable naming the JSON file in which :func:`figure` keeps :data:`FIGURES` (set by run_all.py).
+FIGURES_ENV = "BENCH_FIGURES_JSON"
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 
 GiB = 2**30
 MiB = 2**20
@@ -39,22 +42,51 @@ def verdict(ok: bool) -> str:
 
 
 def figure(name: str, value: str, detail: Optional[str] = None, result: Optional[str] = None) -> str:
-    """Print and return one figure line."""
+    """Record one figure in :data:`FIGURES` (and in the file named by ``BENCH_FIGURES_JSON``); print and return
+    its line.
+
+    Args:
+        name: an identifier (letters, digits, underscores).
+        value: the measured value as shown (a ratio, a fraction, a speed-up such as ``6.6x``), without spaces.
+        detail: what it was measured against, and the target.
+        result: ``PASS`` or ``MISS`` against a speed target, ``FAIL`` for a failed correctness check, or None.
+    """
+    if not _NAME.fullmatch(name) or not value or " " in value or result not in (None, "PASS", "MISS", "FAIL"):
+        raise ValueError(f"a figure needs an identifier name, a value without spaces and a verdict among "
+                         f"PASS/MISS/FAIL/None, got name={name!r}, value={value!r}, result={result!r}")
+    FIGURES[name] = {"value": value, "detail": detail, "verdict": result}
+    if os.environ.get(FIGURES_ENV):
+        write_json(os.environ[FIGURES_ENV], FIGURES)
     line = f"{name}: {value}" + (f" ({detail})" if detail else "") + (f" {result}" if result else "")
-    assert FIGURE_LINE.match(line), line
     print(line, flush=True)
     return line
 
 
-def parse_figures(text: str) -> Dict[str, dict]:
-    """The figure lines of a benchmark's output: ``{name: {'value', 'detail', 'verdict'}}``."""
-    figures = {}
-    for line in text.splitlines():
-        match = FIGURE_LINE.match(line.strip())
-        if match:
-            figures[match["name"]] = {"value": match["value"], "detail": match["detail"],
-                                      "verdict": match["verdict"]}
-    return figures
+def read_figures(path) -> Dict[str, dict]:
+    """The figures a benchmark process recorded in ``path`` (its ``BENCH_FIGURES_JSON``); ``{}`` if none."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def add_common_arguments(parser, memory_child: bool = False) -> None:
+    """The options the benchmarks share: ``--threads``, ``--json`` and, for those that measure peak memory in a
+    child process, the hidden ``--memory-child``. Apply ``--threads`` with :func:`set_threads`."""
+    import argparse
+
+    parser.add_argument("--threads", type=int, default=1,
+                        help="CPU threads (default 1: on this shared 2-core machine a second thread mostly waits "
+                             "for a busy core); 0 keeps torch's default")
+    parser.add_argument("--json", type=Path, help="write the measurements here")
+    if memory_child:
+        parser.add_argument("--memory-child", help=argparse.SUPPRESS)
+
+
+def set_threads(threads: int) -> None:
+    """``torch.set_num_threads(threads)`` unless ``threads`` is 0 (keep torch's default)."""
+    import torch
+
+    if threads > 0:
+        torch.set_num_threads(threads)
 
 
 def synchronize(device) -> None:
@@ -131,8 +163,9 @@ def memory_child_rows(script: str, child_args: list) -> Optional[list]:
     if not peak_memory_supported():
         print("note: /proc/self/clear_refs is not writable here; peak memory not measured")
         return None
+    env = {k: v for k, v in os.environ.items() if k != FIGURES_ENV}  # the child reports no figures
     proc = subprocess.run([sys.executable, script, "--memory-child", *map(str, child_args)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
     if proc.returncode:
         raise RuntimeError(f"memory child failed:\n{proc.stderr[-3000:]}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]

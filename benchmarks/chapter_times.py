@@ -75,6 +75,61 @@ def run_time(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def report(junit: Path | None = None, runs_file: Path | None = None, run: bool = False) -> dict:
+    """Seconds per chapter of _toc.yml and the verdict against the budgets, as data.
+
+    Returns:
+        ``{'rows': [{'chapter', 'seconds', 'source', 'stored', 'budget_s', 'over'}], 'total': float,
+        'over': [chapter, ...] (plus ``'whole book'``), 'notes': [str]}``; ``seconds`` is None for a chapter with
+        no time, ``source`` is ``run``, ``nbval``, ``stored`` or ``missing``.
+    """
+    notes = []
+    measured = nbval_times(junit) if junit and junit.is_file() else {}
+    if junit and not measured:
+        notes.append(f"no nbval timings in {junit} (run `make nbval` first)")
+    runs = executed_times(runs_file) if runs_file and runs_file.is_file() else {}
+    rows, total, over = [], 0.0, []
+    for path in notebooks.toc_chapters():
+        name = notebooks.relative(path)
+        budget = CHAPTER_BUDGETS_S.get(path.name, CHAPTER_BUDGET_S)
+        if not path.is_file():
+            rows.append({"chapter": name, "seconds": None, "source": "missing", "stored": None, "budget_s": budget,
+                         "over": False})
+            continue
+        stored = stored_time(path)
+        fresh = run_time(path) if run else runs.get(name)
+        seconds = fresh if fresh is not None else measured.get(name, stored)
+        source = "run" if fresh is not None else ("nbval" if name in measured else "stored")
+        late = seconds is not None and seconds > budget
+        if seconds is not None:
+            total += seconds
+        if late:
+            over.append(name)
+        rows.append({"chapter": name, "seconds": seconds, "source": source, "stored": stored, "budget_s": budget,
+                     "over": late})
+    if total > BOOK_BUDGET_S:
+        over.append("whole book")
+    return {"rows": rows, "total": total, "over": over, "notes": notes}
+
+
+def format_report(data: dict) -> str:
+    """The report as the table ``make times`` prints."""
+    header = ("chapter", "seconds", "source", "stored", "budget")
+    rows = [(r["chapter"], "?" if r["seconds"] is None else f"{r['seconds']:.1f}",
+             r["source"] if r["source"] != "missing" else "", "-" if r["stored"] is None else f"{r['stored']:.1f}",
+             f"OVER {r['budget_s']:.0f} s" if r["over"] else "") for r in data["rows"]]
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
+    out = [f"note: {n}" for n in data["notes"]]
+    out += [f"Chapter execution times (budget {CHAPTER_BUDGET_S:.0f} s per chapter, {BOOK_BUDGET_S:.0f} s for "
+            f"the book)", line.format(*header)] + [line.format(*row) for row in rows]
+    book_flag = f"  OVER {BOOK_BUDGET_S:.0f} s" if "whole book" in data["over"] else ""
+    out.append(f"total: {data['total']:.1f} s for {len(rows)} chapter(s){book_flag}")
+    if data["over"]:
+        out.append("over budget: " + ", ".join(data["over"]))
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--junit", type=Path, help="JUnit XML report of an nbval run")
@@ -82,50 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, help="chapters.json written by run_all.py --chapters (fresh runs)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when over budget")
     args = parser.parse_args(argv)
-
-    measured = nbval_times(args.junit) if args.junit and args.junit.is_file() else {}
-    if args.junit and not measured:
-        print(f"note: no nbval timings in {args.junit} (run `make nbval` first)")
-
-    runs = executed_times(args.runs) if args.runs and args.runs.is_file() else {}
-
-    rows, total, over = [], 0.0, []
-    for path in notebooks.toc_chapters():
-        name = notebooks.relative(path)
-        if not path.is_file():
-            rows.append((name, "missing", "", "", ""))
-            continue
-        stored = stored_time(path)
-        fresh = run_time(path) if args.run else runs.get(name)
-        seconds = fresh if fresh is not None else measured.get(name, stored)
-        source = "run" if fresh is not None else ("nbval" if name in measured else "stored")
-        flag = ""
-        if seconds is not None:
-            total += seconds
-            budget = CHAPTER_BUDGETS_S.get(Path(name).name, CHAPTER_BUDGET_S)
-            if seconds > budget:
-                flag = f"OVER {budget:.0f} s"
-                over.append(name)
-        rows.append((name,
-                     f"{seconds:.1f}" if seconds is not None else "?",
-                     source,
-                     f"{stored:.1f}" if stored is not None else "-",
-                     flag))
-
-    header = ("chapter", "seconds", "source", "stored", "budget")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
-    print(f"Chapter execution times (budget {CHAPTER_BUDGET_S:.0f} s per chapter, "
-          f"{BOOK_BUDGET_S:.0f} s for the book)")
-    print(line.format(*header))
-    for row in rows:
-        print(line.format(*row))
-    book_flag = f"  OVER {BOOK_BUDGET_S:.0f} s" if total > BOOK_BUDGET_S else ""
-    print(f"total: {total:.1f} s for {len(rows)} chapter(s){book_flag}")
-    if over or book_flag:
-        print("over budget: " + ", ".join(over + (["whole book"] if book_flag else [])))
-        return 1 if args.strict else 0
-    return 0
+    data = report(args.junit, args.runs, args.run)
+    print(format_report(data))
+    return 1 if data["over"] and args.strict else 0
 
 
 if __name__ == "__main__":

@@ -5,10 +5,10 @@
     .venv/bin/python benchmarks/run_all.py --quick   # smoke run (results in _build/benchmarks-quick)
     .venv/bin/python benchmarks/run_all.py --chapters   # also execute every chapter: seconds and peak memory
 
-Each benchmark runs in its own process (``benchmarks/bench_*.py``); its figure lines (``name: value (reference,
-target) PASS|MISS``, see ``benchkit.py``) are read back from its output and, for the benchmarks that take
-``--json``, its detailed series too. The chapter table is the output of ``benchmarks/chapter_times.py``
-(seconds from the last ``make nbval`` run, or stored in the notebooks). With ``--chapters`` every chapter of
+Each benchmark runs in its own process (``benchmarks/bench_*.py``); its figures (``benchkit.figure``) come back as
+JSON through the file named by ``BENCH_FIGURES_JSON`` and, for the benchmarks that take ``--json``, its detailed
+series too. The chapter table is ``benchmarks/chapter_times.py``'s report (seconds from the last ``make nbval`` run,
+or stored in the notebooks), called as a function. With ``--chapters`` every chapter of
 ``_toc.yml`` is also executed here, one at a time, and its wall time and the peak resident memory of its kernel
 are stored in ``results/chapters.json`` (a later run without ``--chapters`` reports that file, with its date).
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -39,11 +40,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import benchkit  # noqa: E402
+import chapter_times  # noqa: E402
 
 RESULTS = HERE / "results"
 QUICK_RESULTS = ROOT / "_build" / "benchmarks-quick"
 NBVAL_REPORT = ROOT / "_build" / "reports" / "nbval.xml"
-CHAPTER_BUDGET_S, BOOK_BUDGET_S = 60.0, 600.0  # benchmarks/chapter_times.py's budgets
+CHAPTER_BUDGET_S, BOOK_BUDGET_S = chapter_times.CHAPTER_BUDGET_S, chapter_times.BOOK_BUDGET_S
 MEMORY_BUDGET = 2 * benchkit.GiB  # peak memory of a chapter at its CPU setting
 NO_GPU = "not measured: no GPU in this session"
 
@@ -90,52 +92,35 @@ def run_logged(cmd: list, env=None) -> tuple:
 def run_benchmark(key: str, script: str, takes_json: bool, quick: bool, extra=()) -> dict:
     """Run one benchmark script; its figures, its JSON details, its exit status and wall time."""
     with tempfile.TemporaryDirectory() as tmp:
-        out_json = Path(tmp) / f"{key}.json"
+        out_json, figures_json = Path(tmp) / f"{key}.json", Path(tmp) / f"{key}-figures.json"
         cmd = [sys.executable, str(HERE / script)] + (["--quick"] if quick else []) + list(extra)
         if takes_json:
             cmd += ["--json", str(out_json)]
-        code, output, seconds = run_logged(cmd)
+        code, _, seconds = run_logged(cmd, env={**os.environ, benchkit.FIGURES_ENV: str(figures_json)})
         details = json.loads(out_json.read_text()) if takes_json and out_json.is_file() else None
+        figures = benchkit.read_figures(figures_json)
     if code:
         print(f"!! {script} exited with status {code}")
     return {"script": f"benchmarks/{script}", "args": cmd[2:-2] if takes_json else cmd[2:],
-            "returncode": code, "seconds": round(seconds, 1), "figures": benchkit.parse_figures(output),
+            "returncode": code, "seconds": round(seconds, 1), "figures": figures,
             "details": details}
 
 
-def parse_chapter_table(output: str) -> tuple:
-    """``(rows, total)`` from chapter_times.py's printed table (rows: chapter, seconds, source, stored)."""
-    rows, total = [], None
-    lines = output.splitlines()
-    header = next((i for i, line in enumerate(lines) if line.split()[:2] == ["chapter", "seconds"]), None)
-    for line in lines[header + 1:] if header is not None else []:
-        if line.startswith("total:"):
-            total = float(line.split()[1])
-            break
-        parts = line.split()
-        if len(parts) >= 2:
-            seconds = None if parts[1] in ("?", "missing") else float(parts[1])
-            rows.append({"chapter": parts[0], "seconds": seconds,
-                         "source": parts[2] if len(parts) > 2 else "", "stored": parts[3] if len(parts) > 3 else ""})
-    return rows, total
-
-
 def chapter_table(runs_file: Optional[Path] = None) -> dict:
-    """``benchmarks/chapter_times.py``'s report: its printed table and the rows parsed from it.
+    """``benchmarks/chapter_times.py``'s report: its rows, total and printed table.
 
     ``runs_file``: the chapters.json of a ``--chapters`` run made now; its times take precedence.
     """
-    args = []
-    if NBVAL_REPORT.is_file():
-        args += ["--junit", NBVAL_REPORT]
-    if runs_file is not None and runs_file.is_file():
-        args += ["--runs", runs_file]
-    code, output, _ = run_logged([sys.executable, str(HERE / "chapter_times.py")] + [str(a) for a in args])
-    rows, total = parse_chapter_table(output)
-    shown = ["benchmarks/chapter_times.py"] + [str(a.relative_to(ROOT)) if isinstance(a, Path) and a.is_relative_to(ROOT)
-                                               else str(a) for a in args]
-    return {"command": " ".join(shown), "returncode": code,
-            "table": output.strip(), "rows": rows, "total": total,
+    junit = NBVAL_REPORT if NBVAL_REPORT.is_file() else None
+    runs = runs_file if runs_file is not None and runs_file.is_file() else None
+    data = chapter_times.report(junit, runs)
+    shown = ["benchmarks/chapter_times.py"] + [f"{flag} {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+                                               for flag, path in (("--junit", junit), ("--runs", runs)) if path]
+    table = chapter_times.format_report(data)
+    print(table)
+    rows = [{"chapter": r["chapter"], "seconds": r["seconds"], "source": r["source"] if r["source"] != "missing"
+             else "", "stored": "-" if r["stored"] is None else f"{r['stored']:.1f}"} for r in data["rows"]]
+    return {"command": " ".join(shown), "returncode": 0, "table": table, "rows": rows, "total": data["total"],
             "chapter_budget_s": CHAPTER_BUDGET_S, "book_budget_s": BOOK_BUDGET_S}
 
 

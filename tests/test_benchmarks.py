@@ -23,11 +23,12 @@ import run_all  # noqa: E402
 
 
 def run_quick(module: str, capsys, *extra) -> tuple:
-    """Run ``benchmarks/<module>.py --quick`` in this process: (its return value, its parsed figures)."""
+    """Run ``benchmarks/<module>.py --quick`` in this process: (its return value, the figures it recorded)."""
     mod = __import__(module)
+    benchkit.FIGURES.clear()
     result = mod.main(["--quick", *extra])
-    out = capsys.readouterr().out
-    return result, benchkit.parse_figures(out)
+    capsys.readouterr()
+    return result, dict(benchkit.FIGURES)
 
 
 def value(figures: dict, name: str) -> float:
@@ -46,15 +47,23 @@ def check_figure(figures: dict, name: str, measured: float, decimals: int, targe
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def test_figure_line_round_trip(capsys):
+def test_figures_are_recorded_as_data(capsys, tmp_path, monkeypatch):
+    """figure() prints a line for a person and records the figure as data, in FIGURES and in the JSON file
+    named by BENCH_FIGURES_JSON, which run_all reads back."""
+    target = tmp_path / "figures.json"
+    monkeypatch.setenv(benchkit.FIGURES_ENV, str(target))
+    monkeypatch.setattr(benchkit, "FIGURES", {})
     line = benchkit.figure("ratio_T128", "0.590", "ours 1.0 ms / theirs 1.7 ms, target <= 0.9", "PASS")
-    assert capsys.readouterr().out.strip() == line
-    parsed = benchkit.parse_figures("noise\n" + line + "\nkv_cache_speedup: 6.6x (target >= 5x) MISS\nx: 1")
-    assert parsed["ratio_T128"] == {"value": "0.590", "detail": "ours 1.0 ms / theirs 1.7 ms, target <= 0.9",
-                                    "verdict": "PASS"}
-    assert parsed["kv_cache_speedup"]["verdict"] == "MISS"
-    assert parsed["x"] == {"value": "1", "detail": None, "verdict": None}
-    assert benchkit.parse_figures("Not a figure: has spaces in the name") == {}
+    benchkit.figure("x", "1")
+    assert capsys.readouterr().out.splitlines() == [line, "x: 1"]
+    assert line == "ratio_T128: 0.590 (ours 1.0 ms / theirs 1.7 ms, target <= 0.9) PASS"
+    expected = {"ratio_T128": {"value": "0.590", "detail": "ours 1.0 ms / theirs 1.7 ms, target <= 0.9",
+                               "verdict": "PASS"}, "x": {"value": "1", "detail": None, "verdict": None}}
+    assert benchkit.FIGURES == expected and benchkit.read_figures(target) == expected
+    assert benchkit.read_figures(tmp_path / "none.json") == {}
+    for bad in (dict(name="has spaces", value="1"), dict(name="y", value="1 x"), dict(name="y", value="1", result="OK")):
+        with pytest.raises(ValueError, match="figure needs"):
+            benchkit.figure(**bad)
 
 
 def test_interleaved_medians_times_every_function(monkeypatch):
@@ -135,38 +144,28 @@ def test_lm_benchmark_trains_chapter_11s_model():
     assert "CPU_CONFIG, GPU_CONFIG = tl.presets.LM_CPU_CONFIG, tl.presets.LM_GPU_CONFIG" in chapter
 
 
-def test_parse_chapter_table():
-    out = """Chapter execution times (budget 60 s per chapter, 600 s for the book)
-chapter                         seconds  source  stored     budget
-chapters/01_impact.ipynb           15.1  stored    15.1
-chapters/02_recurrence.ipynb       99.4   nbval    83.2  OVER 60 s
-chapters/13_modifications.ipynb       ?  stored       -
-total: 114.5 s for 3 chapter(s)
-"""
-    rows, total = run_all.parse_chapter_table(out)
-    assert total == 114.5
-    assert [r["chapter"] for r in rows] == ["chapters/01_impact.ipynb", "chapters/02_recurrence.ipynb",
-                                            "chapters/13_modifications.ipynb"]
-    assert rows[1] == {"chapter": "chapters/02_recurrence.ipynb", "seconds": 99.4, "source": "nbval",
-                       "stored": "83.2"}
-    assert rows[2]["seconds"] is None
-    figs = {f["name"]: f for f in run_all.chapter_figures({"rows": rows}, None)}
-    assert figs["slowest_chapter_s"]["verdict"] == "MISS" and figs["book_total_s"]["value"] == "114.5"
-
-
-def test_chapter_times_prefers_fresh_runs(tmp_path, capsys):
-    """A chapter executed by ``run_all.py --chapters`` is reported with that time, not the nbval or stored one."""
+def test_chapter_report_is_data(monkeypatch, tmp_path):
+    """chapter_times.report returns the rows run_all publishes; the budgets flag a slow chapter and the book."""
     import chapter_times
 
-    first = chapter_times.notebooks.relative(chapter_times.notebooks.toc_chapters()[0])
+    chapters = chapter_times.notebooks.toc_chapters()
+    first, tenth = (chapter_times.notebooks.relative(p) for p in (chapters[0], chapters[9]))
     runs = tmp_path / "chapters.json"
-    runs.write_text(json.dumps({"measured": "now", "rows": [{"chapter": first, "seconds": 71.5}]}))
-    assert chapter_times.executed_times(runs) == {first: 71.5}
+    runs.write_text(json.dumps({"rows": [{"chapter": first, "seconds": 71.5}, {"chapter": tenth, "seconds": 110.0}]}))
+    data = chapter_times.report(runs_file=runs)
+    rows = {r["chapter"]: r for r in data["rows"]}
+    assert rows[first]["seconds"] == 71.5 and rows[first]["source"] == "run" and rows[first]["over"]
+    assert rows[tenth]["budget_s"] == 120.0 and not rows[tenth]["over"]   # chapter 10 is allowed 120 s
+    assert first in data["over"] and tenth not in data["over"]
+    assert data["total"] == pytest.approx(sum(r["seconds"] for r in data["rows"] if r["seconds"] is not None))
+    assert f"OVER 60 s" in chapter_times.format_report(data)
     assert chapter_times.main(["--runs", str(runs)]) == 0          # over budget is reported, not fatal
     assert chapter_times.main(["--runs", str(runs), "--strict"]) == 1
-    rows, _ = run_all.parse_chapter_table(capsys.readouterr().out)
-    row = next(r for r in rows if r["chapter"] == first)
-    assert row["seconds"] == 71.5 and row["source"] == "run"
+    monkeypatch.setattr(run_all, "NBVAL_REPORT", tmp_path / "no-report.xml")
+    table = run_all.chapter_table(runs)
+    assert table["rows"][0]["seconds"] == 71.5 and table["total"] == pytest.approx(data["total"])
+    figs = {f["name"]: f for f in run_all.chapter_figures(table, None)}
+    assert figs["slowest_chapter_s"]["verdict"] == "MISS"
 
 
 # ------------------------------------------------------------------------------------------- committed results
