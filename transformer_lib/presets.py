@@ -11,12 +11,12 @@ from types import MappingProxyType
 
 __all__ = ["LM_CPU_CONFIG", "LM_GPU_CONFIG"]
 
-#: Chapter 11 on a CPU: trains in well under a minute on 2 cores.
+#: The settings of chapter 11 on a CPU, where it trains in well under a minute on 2 cores.
 LM_CPU_CONFIG = MappingProxyType(dict(
     d_model=64, n_layers=2, n_heads=4, block_size=128, batch_size=16, steps=500, lr=3e-3,
     d_ff=256, warmup_steps=50, position="rotary", dropout=0.0))
 
-#: Chapter 11 on a GPU: a character-level model of the size of nanoGPT's Shakespeare model.
+#: The settings of chapter 11 on a GPU, a character-level model of the size of nanoGPT's Shakespeare model.
 LM_GPU_CONFIG = MappingProxyType(dict(
     d_model=384, n_layers=6, n_heads=6, block_size=256, batch_size=64, steps=5_000, lr=1e-3,
     d_ff=1536, warmup_steps=200, position="rotary", dropout=0.1))
