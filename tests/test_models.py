@@ -237,3 +237,28 @@ def test_encoder_decoder_is_built_from_an_encoder():
     torch.testing.assert_close(model.encode(src), encoder(src))
     with pytest.raises(ValueError, match="src"):
         model.encode(torch.full((1, 3), 99))
+
+
+def test_encoder_decoder_loads_state_dicts_of_the_flat_layout():
+    """State dicts saved before the source side became an Encoder (encoder_blocks.*, encoder_norm.*) still load,
+    also inside a parent module; e.g. the stored cases of the notebook self-check."""
+    from torch import nn
+
+    from transformer_lib.models import EncoderDecoder, EncoderDecoderConfig
+
+    cfg = EncoderDecoderConfig(src_vocab_size=30, tgt_vocab_size=20, d_model=16, n_heads=2, n_layers=2, d_ff=32)
+    torch.manual_seed(0)
+    saved = EncoderDecoder(cfg)
+    flat = {}
+    for key, value in saved.state_dict().items():
+        if key.startswith("encoder.embed."):
+            continue
+        flat[key.replace("encoder.blocks.", "encoder_blocks.").replace("encoder.norm.", "encoder_norm.")] = value
+    assert any(k.startswith("encoder_blocks.") for k in flat)
+    loaded = EncoderDecoder(cfg)
+    loaded.load_state_dict(flat)
+    src, tgt = torch.randint(4, 30, (2, 5)), torch.randint(4, 20, (2, 4))
+    torch.testing.assert_close(loaded(src, tgt), saved(src, tgt))
+    parent = nn.ModuleDict({"model": EncoderDecoder(cfg)})
+    parent.load_state_dict({"model." + k: v for k, v in flat.items()})
+    torch.testing.assert_close(parent["model"](src, tgt), saved(src, tgt))

@@ -301,6 +301,18 @@ def _encoder_config(cfg: EncoderDecoderConfig) -> EncoderConfig:
     return EncoderConfig(vocab_size=cfg.src_vocab_size, pad_id=cfg.pad_id, **shared)
 
 
+def _rename_flat_encoder(module, state_dict, prefix, *args) -> None:
+    """Load state dicts saved before the source side became an :class:`Encoder` (``encoder_blocks.*`` and
+    ``encoder_norm.*``, no ``encoder.embed.*``): rename their keys in place."""
+    for key in [k for k in state_dict if k.startswith((prefix + "encoder_blocks.", prefix + "encoder_norm."))]:
+        rest = key[len(prefix):]
+        new = "encoder.blocks." + rest[len("encoder_blocks."):] if rest.startswith("encoder_blocks.") \
+            else "encoder.norm." + rest[len("encoder_norm."):]
+        state_dict[prefix + new] = state_dict.pop(key)
+    for key in [k for k in state_dict if k.startswith(prefix + "src_embed.")]:
+        state_dict.setdefault(prefix + "encoder.embed." + key[len(prefix + "src_embed."):], state_dict[key])
+
+
 class EncoderDecoder(nn.Module):
     """Encoder–decoder Transformer (Vaswani et al., 2017): the decoder's cross-attention reads the encoder output.
 
@@ -324,6 +336,7 @@ class EncoderDecoder(nn.Module):
             return make_attention_position(cfg.position, cfg.n_heads, d_head, cfg.max_distance)
 
         self.encoder = Encoder(_encoder_config(cfg), embedding=self.src_embed)
+        self.register_load_state_dict_pre_hook(_rename_flat_encoder)
         self.decoder_blocks = nn.ModuleList(
             DecoderBlock(cfg.d_model, cfg.n_heads, cross_attention=True, position=position(), **_block_kwargs(cfg))
             for _ in range(cfg.n_dec_layers))
