@@ -1,4 +1,4 @@
-"""Training: device, seeding, learning-rate warm-up, the ``fit`` loop, evaluation, losses and checkpoints.
+"""Training: device, seeding, learning-rate warm-up, the ``fit`` loop, evaluation and losses.
 
 Every chapter trains its models through :func:`fit`, so a chapter states *what* is learned (a model, a
 ``get_batch(step)`` function and a loss) and never re-writes the loop. The same call runs unchanged on a CPU, a GPU,
@@ -16,13 +16,13 @@ Data parallelism (Li et al., 2020, "PyTorch Distributed"): under ``torchrun`` ev
 model and calls ``get_batch(step)`` for the same global batch; :func:`fit` keeps rank ``r``'s contiguous slice of
 rows, wraps the model in ``DistributedDataParallel`` (which averages gradients across ranks during ``backward``)
 and all-reduces the logged loss. With a mean loss the averaged gradient is the gradient of the global-batch loss,
-so a 2-process run follows a 1-process run up to float rounding.
+so a 2-process run follows a 1-process run up to float rounding. The process bookkeeping lives in
+:mod:`~transformer_lib.distributed` and saving a model in :mod:`~transformer_lib.checkpoints`; both are
+re-exported here (``tl.training.save_checkpoint`` works).
 """
 from __future__ import annotations
 
-import atexit
 import dataclasses
-import json
 import math
 import os
 import random
@@ -31,7 +31,6 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, Union
 
 import numpy as np
@@ -42,8 +41,12 @@ from torch import nn
 
 from ._checks import check_choice, check_positive_int, check_tensor
 
-PAD_ID = 0  # padding token id of every vocabulary in the book (see data.py)
-IGNORE_INDEX = -100  # label value skipped by lm_loss (PyTorch's cross_entropy default)
+# Data parallelism and checkpoints live in their own modules; re-exported here (documented there).
+from .checkpoints import load_checkpoint, save_checkpoint  # noqa: F401
+from .distributed import (_init_distributed, _launched_distributed, is_main_process, rank, shard_batch,  # noqa: F401
+                          unwrap_model, world_size)
+from .tokenizers import IGNORE_INDEX, PAD_ID  # the book's padding id; the label value lm_loss skips
+
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 AMP_MODES = (None, "bf16")
 
@@ -92,97 +95,6 @@ def set_seed(seed: int) -> torch.Generator:
     torch.manual_seed(seed)  # also seeds every CUDA device
     return torch.Generator().manual_seed(seed)
 
-
-# ------------------------------------------------------------------------------------------- distributed
-def rank() -> int:
-    """This process's rank (0 when not distributed); read from the environment before ``fit`` initialises."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank()
-    return int(os.environ.get("RANK", 0))
-
-
-def world_size() -> int:
-    """The number of processes training together (1 when not distributed)."""
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size()
-    return int(os.environ.get("WORLD_SIZE", 1))
-
-
-def is_main_process() -> bool:
-    """True on rank 0: the process that prints, plots and saves."""
-    return rank() == 0
-
-
-_current_rank, _current_world_size = rank, world_size  # shard_batch's arguments shadow the names
-
-
-def _launched_distributed() -> bool:
-    """True when a process group exists or ``torchrun`` started several processes."""
-    if not dist.is_available():
-        return False
-    if dist.is_initialized():
-        return dist.get_world_size() > 1
-    env = os.environ
-    return int(env.get("WORLD_SIZE", 1)) > 1 and "RANK" in env and "MASTER_ADDR" in env
-
-
-def _init_distributed(device: torch.device) -> torch.device:
-    """Create the default process group if needed (NCCL on CUDA, Gloo on CPU); return this rank's device."""
-    if device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(device)
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-        atexit.register(_destroy_process_group)
-    return device
-
-
-def _destroy_process_group() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def shard_batch(batch: Batch, rank: Optional[int] = None, world_size: Optional[int] = None) -> tuple:
-    """Rank ``rank``'s contiguous slice of a global batch along dim 0.
-
-    Args:
-        batch: a tuple or list of tensors sharing their first (batch) dimension B.
-        rank: which slice; defaults to this process's rank.
-        world_size: how many slices; defaults to the number of processes.
-
-    Shapes:
-        each tensor (B, ...) -> (B / world_size, ...).
-
-    Returns:
-        A tuple of views.
-    """
-    r = _current_rank() if rank is None else rank
-    w = _current_world_size() if world_size is None else world_size
-    check_positive_int("world_size", w)
-    if not 0 <= r < w:
-        raise ValueError(f"rank must be in [0, {w - 1}], got {r}")
-    shards = []
-    for i, t in enumerate(batch):
-        if t.dim() == 0 or t.shape[0] % w:
-            got = "a 0-dim tensor" if t.dim() == 0 else f"batch size {t.shape[0]} (shape {tuple(t.shape)})"
-            raise ValueError(
-                f"global batch element {i} has {got}; expected a batch size divisible by the world size {w} "
-                f"so every process gets an equal share"
-            )
-        b = t.shape[0] // w
-        shards.append(t[r * b:(r + 1) * b])  # (B / w, ...)
-    return tuple(shards)
-
-
-def unwrap_model(model: nn.Module) -> nn.Module:
-    """The user's module inside a ``DistributedDataParallel`` and/or ``torch.compile`` wrapper."""
-    while True:
-        if isinstance(model, nn.parallel.DistributedDataParallel):
-            model = model.module
-        elif hasattr(model, "_orig_mod"):  # torch.compile's OptimizedModule
-            model = model._orig_mod
-        else:
-            return model
 
 
 # ----------------------------------------------------------------------------------------- schedules
@@ -639,79 +551,3 @@ def classification_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
     if logits.shape[:-1] != y.shape:
         raise ValueError(f"model(x) must return logits of shape {tuple(y.shape)} + (C,), got {tuple(logits.shape)}")
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-
-
-# ------------------------------------------------------------------------------------------- checkpoints
-def _paths(path) -> tuple:
-    path = Path(path)
-    if path.suffix != ".safetensors":
-        raise ValueError(f"path must end in '.safetensors', got {str(path)!r}")
-    return path, path.with_suffix(".json"), path.with_suffix(".optim.pt")
-
-
-def save_checkpoint(path, model: nn.Module, optimizer=None, step: Optional[int] = None, config=None) -> Path:
-    """Save weights (safetensors), metadata (JSON sidecar) and optionally the optimizer state.
-
-    ``model.safetensors`` gets the weights (tied tensors are stored once), ``model.json`` the step and config,
-    ``model.optim.pt`` the optimizer state. Only the main process writes; the others wait for it.
-
-    Args:
-        path: the weights file, ending in ``.safetensors``; its folder is created.
-        model: the module (DDP / compiled wrappers are unwrapped).
-        optimizer: whose ``state_dict`` to save, or None.
-        step: the number of updates done, stored in the metadata.
-        config: a dataclass or JSON-serialisable dict describing the model, stored in the metadata.
-
-    Returns:
-        The weights path.
-    """
-    from safetensors.torch import save_model
-
-    weights, sidecar, optim = _paths(path)
-    if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        config = dataclasses.asdict(config)
-    if config is not None and not isinstance(config, dict):
-        raise TypeError(f"config must be a dataclass instance, a dict or None, got {type(config).__name__}")
-    meta = {"step": step, "config": config}
-    try:
-        text = json.dumps(meta, indent=2)
-    except TypeError as err:
-        raise TypeError(f"config must be JSON-serialisable: {err}") from err
-    if is_main_process():
-        weights.parent.mkdir(parents=True, exist_ok=True)
-        save_model(unwrap_model(model), str(weights), force_contiguous=True)
-        sidecar.write_text(text)
-        if optimizer is not None:
-            torch.save(optimizer.state_dict(), optim)
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
-    return weights
-
-
-def load_checkpoint(path, model: nn.Module, optimizer=None) -> dict:
-    """Load a checkpoint written by :func:`save_checkpoint` into ``model`` (and ``optimizer``) in place.
-
-    Args:
-        path: the ``.safetensors`` weights file.
-        model: a module of the same architecture; weights land on its current device.
-        optimizer: an optimizer over ``model``'s parameters to restore, or None.
-
-    Returns:
-        dict: the metadata, ``{'step': int | None, 'config': dict | None}``.
-    """
-    from safetensors.torch import load_model
-
-    weights, sidecar, optim = _paths(path)
-    if not weights.exists():
-        raise FileNotFoundError(f"no checkpoint at {str(weights)!r}")
-    model = unwrap_model(model)
-    first = next(iter(model.parameters()), None)
-    device = first.device if first is not None else torch.device("cpu")
-    load_model(model, str(weights), strict=True, device=str(device))
-    meta = json.loads(sidecar.read_text()) if sidecar.exists() else {"step": None, "config": None}
-    if optimizer is not None:
-        if not optim.exists():
-            raise FileNotFoundError(f"optimizer state requested but {str(optim)!r} does not exist "
-                                    "(save_checkpoint was called without optimizer)")
-        optimizer.load_state_dict(torch.load(optim, map_location=device, weights_only=True))
-    return meta
