@@ -1,0 +1,190 @@
+"""What the explorers of :mod:`~transformer_lib.widgets` share: input checks, figures without ``pyplot``, the
+PNG/text outputs of a view, and the ``_explorer`` that wires controls to a render function (private)."""
+from __future__ import annotations
+
+import base64
+import functools
+import io
+import math
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ._checks import check_tensor
+
+ArrayLike = Union[torch.Tensor, np.ndarray]
+_DPI = 90  # small PNGs keep the executed notebooks light
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Shared helpers
+# ----------------------------------------------------------------------------------------------------------------
+def _require_widgets():
+    try:
+        import ipywidgets
+    except ImportError as err:  # pragma: no cover - exercised by monkeypatching in the tests
+        raise ImportError('the interactive explorers need ipywidgets: pip install "transformer_lib[widgets]"') from err
+    return ipywidgets
+
+
+def _as_tensor(name: str, x, ndim=None) -> torch.Tensor:
+    """A float64 CPU copy of a tensor or NumPy array (validated)."""
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(np.asarray(x))
+    check_tensor(name, x, ndim=ndim)
+    if x.dtype == torch.bool or x.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
+    return x.detach().to("cpu", torch.float64)
+
+
+def _check_index(name: str, value, size: int, what: str) -> int:
+    if isinstance(value, (np.integer,)):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must be in [0, {size - 1}] ({size} {what}), got {value}")
+    return value
+
+
+def _check_tokens(name: str, tokens, length: Optional[int] = None, what: str = "") -> List[str]:
+    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
+        raise TypeError(f"{name} must be a list of strings, got {type(tokens).__name__}")
+    tokens = [str(t) for t in tokens]
+    if length is not None and len(tokens) != length:
+        raise ValueError(f"{name} has {len(tokens)} entries but {what} has {length}")
+    if not tokens:
+        raise ValueError(f"{name} is empty; expected at least one token")
+    return tokens
+
+
+def _check_number(name: str, value, minimum: float = 0.0, strict: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value}")
+    return value
+
+
+def _show_token(token: str) -> str:
+    """Make whitespace tokens visible on an axis (character-level vocabularies)."""
+    return {" ": "␣", "\n": "\\n", "\t": "\\t", "": "∅"}.get(token, token)
+
+
+def _rotate(labels: Sequence[str]) -> bool:
+    longest = max(map(len, labels), default=0)
+    return longest > 6 or (longest > 2 and len(labels) > 8)
+
+
+def _figure(width: float, height: float, xlabels: Sequence[str] = (), ylabels: Sequence[str] = (),
+            top: float = 0.4, right: float = 0.2, wspace: float = 0.3, bottom_extra: float = 0.0,
+            left_extra: float = 0.0):
+    """A Figure without pyplot and with fixed margins in inches, grown to fit long token labels.
+
+    A layout engine (constrained/tight) would double the drawing time; the explorers must redraw in well under
+    0.3 s, so the margins are computed here instead.
+    """
+    from matplotlib.figure import Figure
+    xlabels = [_show_token(t) for t in xlabels]
+    ylabels = [_show_token(t) for t in ylabels]
+    longest_x = max(map(len, xlabels), default=0)
+    bottom = 0.5 + bottom_extra + (0.06 * longest_x + 0.1 if _rotate(xlabels) else 0.0)
+    left = 0.55 + left_extra + 0.075 * max(max(map(len, ylabels), default=0) - 3, 0)
+    height = height + bottom - 0.5
+    width = width + left - 0.55
+    fig = Figure(figsize=(width, height), dpi=_DPI)
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height, top=1 - top / height,
+                        wspace=wspace)
+    return fig
+
+
+def _token_axis(ax, labels: Sequence[str], axis: str = "x") -> None:
+    ticks = range(len(labels))
+    rotate = 45 if _rotate(labels) else 0
+    labels = [_show_token(t) for t in labels]
+    if axis == "x":
+        ax.set_xticks(ticks, labels, rotation=rotate, ha="right" if rotate else "center")
+    else:
+        ax.set_yticks(ticks, labels)
+
+
+def _entropy(p: np.ndarray) -> float:
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def _png_output(fig) -> dict:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=_DPI)
+    fig.clear()
+    data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": data, "text/plain": "<Figure>"}}
+
+
+def _text_output(text: str, stream: str = "stdout") -> dict:
+    return {"output_type": "stream", "name": stream, "text": text if text.endswith("\n") else text + "\n"}
+
+
+def _html_output(markup: str, plain: str) -> dict:
+    return {"output_type": "display_data", "metadata": {}, "data": {"text/html": markup, "text/plain": plain}}
+
+
+def _to_outputs(items) -> Tuple[dict, ...]:
+    from matplotlib.figure import Figure
+    outputs = []
+    for item in items:
+        if isinstance(item, Figure):
+            outputs.append(_png_output(item))
+        elif isinstance(item, str):
+            outputs.append(_text_output(item))
+        else:
+            outputs.append(item)
+    return tuple(outputs)
+
+
+def _explorer(controls: Dict[str, object], render: Callable[..., Sequence], on_change: Optional[Callable] = None):
+    """VBox(controls…, Output) re-rendered whenever a control changes; the first view is rendered now.
+
+    ``render(**values)`` returns Figures, strings and ready-made output dicts; they are written straight into
+    ``Output.outputs`` so the saved widget state (and the static HTML) contains them. ``on_change(name, value)``
+    may adjust dependent controls (e.g. a slider's maximum) before the single re-render.
+    """
+    widgets = _require_widgets()
+    out = widgets.Output()
+    busy = [False]
+
+    def refresh(change=None, name=None):
+        if busy[0]:
+            return
+        busy[0] = True
+        try:
+            if on_change is not None and change is not None:
+                on_change(name, change["new"])
+            values = {key: control.value for key, control in controls.items()}
+            out.outputs = _to_outputs(render(**values))
+        except Exception as err:  # shown to the reader instead of disappearing into the kernel log
+            if change is None:
+                raise
+            out.outputs = (_text_output(f"{type(err).__name__}: {err}", "stderr"),)
+        finally:
+            busy[0] = False
+
+    for name, control in controls.items():
+        control.style.description_width = "initial"
+        control.observe(functools.partial(refresh, name=name), names="value")
+    refresh()
+    box = widgets.VBox(list(controls.values()) + [out])
+    box.controls, box.out, box.refresh = controls, out, refresh
+    return box
+
+
+def _token_options(tokens: Sequence[str]) -> List[Tuple[str, int]]:
+    return [(f"{i}: {_show_token(t)}", i) for i, t in enumerate(tokens)]
+
+
+def _row_box(i: int, width: int):
+    from matplotlib.patches import Rectangle
+    return Rectangle((-0.5, i - 0.5), width, 1, fill=False, edgecolor="C3", linewidth=2)
