@@ -374,3 +374,19 @@ def test_numbers_and_foreign_types_compared():
     assert "expected 100" in _exercise_engine.mismatch(100, 101, ex.atol, ex.rtol)
     assert "ndarray" in _exercise_engine.mismatch(torch.zeros(2), {"__type__": "ndarray"}, 1e-5, 1e-4)
     assert _exercise_engine.portable(torch.zeros(2).numpy()) == {"__type__": "ndarray"}
+
+
+def test_a_library_layer_cannot_stand_in_for_the_forbidden_attention():
+    """A layer reaches attention through the library's unchecked internals; they are forbidden with the public
+    functions, so routing the exercise through tl.MultiHeadAttention gets no credit either."""
+    def seq2seq_attention(s, h, mask):
+        layer = tl.MultiHeadAttention(h.shape[-1], 1, bias=False).double()
+        with torch.no_grad():
+            layer.in_proj.weight.copy_(torch.eye(h.shape[-1]).repeat(3, 1) * h.shape[-1] ** 0.25)
+            layer.out_proj.weight.copy_(torch.eye(h.shape[-1]))
+        out, alpha = layer(s[:, None].double(), context=h.double(), mask=mask[:, None, None, :], return_weights=True)
+        return out[:, 0].to(h.dtype), alpha[:, 0, 0].to(h.dtype)
+
+    result = exercises.check("03-seq2seq-attention", seq2seq_attention, verbose=False)
+    assert not result.passed and "no credit" in result.message and "tl.attention._attend" in result.message, \
+        result.message

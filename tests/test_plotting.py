@@ -96,6 +96,24 @@ def test_mask_figure_true_is_dark():
         plotting.mask_figure(mask[None])
 
 
+def test_highlight_row_outlines_one_query():
+    from matplotlib.patches import Rectangle
+    mask = causal_mask(5)
+    for ax in (plotting.mask_figure(mask, highlight_row=3),
+               plotting.attention_heatmap(torch.softmax(torch.randn(5, 6), -1), highlight_row=3, colorbar=False)):
+        boxes = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+        assert len(boxes) == 1
+        assert boxes[0].get_xy() == (-0.5, 2.5) and boxes[0].get_height() == 1
+        assert boxes[0].get_width() == ax.images[0].get_array().shape[1]
+    assert not plotting.mask_figure(mask).patches  # no highlight by default
+    before = plt.get_fignums()
+    with pytest.raises(ValueError, match=r"highlight_row must be in \[0, 4\]"):
+        plotting.mask_figure(mask, highlight_row=5)
+    with pytest.raises(TypeError, match="highlight_row must be an int"):
+        plotting.attention_heatmap(torch.rand(5, 5), highlight_row=1.0)
+    assert plt.get_fignums() == before  # checked before a figure is made
+
+
 def test_positional_matrix_symmetric_range():
     table = sinusoidal_table(50, 16)
     ax = plotting.positional_matrix(table, title="PE")

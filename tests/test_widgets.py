@@ -221,6 +221,27 @@ def test_visible_positions():
         W.visible_positions(mask.float(), 0)
 
 
+def test_mask_for_windows_are_the_sparse_patterns():
+    from transformer_lib.sparse import sparse_pattern
+    for n in (1, 5, 9):
+        for window in (1, 2, 4, n + 1):
+            assert torch.equal(W.mask_for("local", n, window=window), sparse_pattern(n, window))
+            assert torch.equal(W.mask_for("sliding", n, window=window), sparse_pattern(n, window - 1, causal=True))
+
+
+def test_plot_mask_draws_the_mask_with_its_query_row_outlined():
+    from matplotlib.patches import Rectangle
+    mask = W.mask_for("causal+padding", 5, length=3)
+    ax = W.plot_mask(mask, 2, list("abcde"), "title").axes[0]
+    np.testing.assert_array_equal(ax.images[0].get_array(), mask.numpy().astype(float))
+    boxes = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+    assert [(b.get_xy(), b.get_width()) for b in boxes] == [((-0.5, 1.5), 5)]
+    assert [t.get_text() for t in ax.get_xticklabels()] == list("abcde")
+    assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("title", "key j", "query i")
+    with pytest.raises(ValueError, match="i must be in"):
+        W.plot_mask(mask, 5)
+
+
 def test_mask_explorer():
     box = W.mask_explorer(tokens=TOKENS)
     _assert_first_view(box)
@@ -440,6 +461,15 @@ def test_plots_return_figures_and_leak_no_pyplot_figures():
     assert all(isinstance(f, Figure) for f in figs)
     W.cost_explorer()
     assert plt.get_fignums() == before
+
+
+def test_all_lists_the_explorers_and_the_building_blocks_stay_importable():
+    assert set(W.__all__) == {name for name in dir(W) if name.endswith("_explorer")}
+    for name in ("query_attention", "self_attention_weights", "position_similarity", "mask_for", "visible_positions",
+                 "softmax_stats", "head_weights", "next_token_distribution", "attention_cost", "translation_rows",
+                 "translation_html", "MASK_KINDS", "PROJECTIONS", "plot_query_attention", "plot_self_attention",
+                 "plot_sinusoidal", "plot_mask", "plot_softmax_scaling", "plot_head", "plot_next_token", "plot_cost"):
+        assert hasattr(W, name), name
 
 
 def test_errors_during_interaction_are_shown_not_raised():

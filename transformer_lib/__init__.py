@@ -5,7 +5,8 @@ Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score func
 :mod:`~transformer_lib.models`, :mod:`~transformer_lib.rnn`, :mod:`~transformer_lib.efficient` (with :mod:`~transformer_lib.sparse`),
 :mod:`~transformer_lib.generation`, :mod:`~transformer_lib.tokenizers`,
 :mod:`~transformer_lib.tasks`, :mod:`~transformer_lib.data` (batches; re-exports the other two), :mod:`~transformer_lib.training`
-(with :mod:`~transformer_lib.distributed` and :mod:`~transformer_lib.checkpoints`),
+(with :mod:`~transformer_lib.losses`, :mod:`~transformer_lib.distributed` and
+:mod:`~transformer_lib.checkpoints`),
 :mod:`~transformer_lib.interop`, :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`,
 :mod:`~transformer_lib.exercises`, :mod:`~transformer_lib.presets` (settings a chapter shares with the
 benchmarks).
@@ -24,8 +25,8 @@ from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePosition, Ro
 __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient", "sparse",
-               "generation", "tokenizers", "tasks", "data", "training", "distributed", "checkpoints", "interop",
-               "plotting", "diagrams", "widgets", "exercises", "ledger", "notebook", "presets")
+               "generation", "tokenizers", "tasks", "data", "training", "losses", "distributed", "checkpoints",
+               "interop", "plotting", "diagrams", "widgets", "exercises", "ledger", "notebook", "presets")
 
 
 def __getattr__(name):

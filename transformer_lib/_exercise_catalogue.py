@@ -57,7 +57,11 @@ class Exercise:
         return dict(self.mistakes).get(key)
 
 
-_ATTENTION = ("transformer_lib.attention.scaled_dot_product_attention", "transformer_lib.attention.attention_reference")
+# The public attention functions and the unchecked internals the library's layers call (a layer such as
+# tl.MultiHeadAttention reaches attention through them, so forbidding them forbids the layers' route too).
+_ATTENTION = ("transformer_lib.attention.scaled_dot_product_attention", "transformer_lib.attention.attention_reference",
+              "transformer_lib.attention._attend", "transformer_lib.attention._reference")
+_SOFTMAX = ("transformer_lib.attention.masked_softmax", "transformer_lib.attention._masked_softmax")
 _RNN = ("transformer_lib.rnn.make_recurrent", "transformer_lib.rnn.RNNEncoder", "transformer_lib.rnn.RNNClassifier",
         "transformer_lib.rnn.RNNSeq2Seq")
 _MHA = ("transformer_lib.multihead.MultiHeadAttention", "transformer_lib.multihead.split_heads",
@@ -109,7 +113,7 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
         "s: (B, d) decoder state; h: (B, S, d) encoder states; mask: (B, S) bool, True = real source token.\n"
         "Return (a, alpha): alpha = softmax over the real tokens of the scores s·h_i (B, S), zeros on padding;\n"
         "a = sum_i alpha_i h_i (B, d).",
-        forbidden=_ATTENTION + ("transformer_lib.attention.masked_softmax",),
+        forbidden=_ATTENTION + _SOFTMAX,
         mistakes=(("softmax_batch", "the softmax runs over the batch axis; normalise over the source positions "
                                     "(dim=-1)"),
                   ("mask_inverted", "the mask is inverted: True marks real tokens, which must be kept"),
@@ -161,7 +165,7 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
         "softmax over the last axis restricted to allowed entries, in the dtype of scores; rows with no allowed\n"
         "entry must be all zeros (not NaN, not uniform).",
         atol=2e-3, rtol=2e-3, exact_dtype=True,
-        forbidden=_ATTENTION + ("transformer_lib.attention.masked_softmax",),
+        forbidden=_ATTENTION + _SOFTMAX,
         mistakes=(("inf", "fully masked rows give NaN: -inf everywhere makes 0/0; give those rows zeros"),
                   ("minus_1e5", "-1e5 is not a safe mask value (it overflows to -inf in float16, and fully masked "
                                 "rows become uniform); use torch.finfo(dtype).min and zero fully masked rows"),

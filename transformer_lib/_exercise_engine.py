@@ -7,30 +7,24 @@ the known mistakes come from outside (the stored self-check data, or the grader'
 
 - :func:`mismatch` compares one result with the expected one; :func:`judge` turns the outcomes of the cases into
   the verdict's message (the recognised mistake, the first failing case, an exception, "not implemented yet").
-- :func:`static_findings` reads the submitted code (the graded function and every function, class and import of
-  the notebook it uses) and reports calls of the library functions that answer the exercise, uses of the
-  exercise's reference, and dynamic code (``exec``, ``importlib``, frame and closure introspection) that could
-  hide such a call.
-- :func:`install_tripwires` replaces those library functions (and the ``__init__`` of such classes) by functions
-  that report the call and raise :class:`ForbiddenCall`, a ``BaseException`` the student's code does not catch by
-  accident; the original objects stay unreachable from the replacement.
+- :func:`static_findings` and :func:`install_tripwires` (in :mod:`transformer_lib._exercise_guard`, re-exported
+  here) refuse code that calls the library's own answer to the exercise.
 - :func:`portable` turns whatever a student's function returned into plain tensors, numbers, strings, tuples and
   lists that ``torch.load(..., weights_only=True)`` reads back safely.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
-import importlib
 import inspect
 import math
-import sys
-import textwrap
-import types
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+
+from ._exercise_guard import (DYNAMIC_NAMES, GRADER_MODULES, INTROSPECTION_ATTRS, LIBRARY,  # noqa: F401
+                              ForbiddenCall, _bound_names, _chain, display_name, function_findings,
+                              install_tripwires, resolve, static_findings)
 
 __all__ = ["CheckResult", "ForbiddenCall", "mismatch", "short", "signature_problem",
            "static_findings", "install_tripwires", "portable", "encode_case", "decode_case", "display_name", "judge",
@@ -59,9 +53,6 @@ class CheckResult:
     def _ipython_display_(self) -> None:
         """Show nothing as a cell's value: ``check`` has printed the message once already."""
 
-
-class ForbiddenCall(BaseException):
-    """Raised by a tripwire: the student's code called a library function that answers the exercise."""
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -307,291 +298,3 @@ def no_credit(ex, findings: Sequence[str]) -> CheckResult:
     listed = "; ".join(dict.fromkeys(findings))
     return CheckResult(ex.id, False, f"✗ {ex.id}: no credit — {listed}. Write the function yourself with torch "
                                      "operations; the library's own version of this exercise is not allowed.", 0)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# What the submitted code uses: a static reading
-# ----------------------------------------------------------------------------------------------------------------
-#: Names whose use in graded code means dynamic code the grader cannot read.
-DYNAMIC_NAMES = frozenset({"exec", "eval", "compile", "__import__", "importlib", "runpy", "ctypes", "breakpoint",
-                           "__builtins__", "builtins"})
-#: Attributes that reach into functions, frames or the interpreter (and so around a tripwire).
-INTROSPECTION_ATTRS = frozenset({"__code__", "__closure__", "__globals__", "__wrapped__", "__builtins__",
-                                 "cell_contents", "__subclasses__", "f_globals", "f_locals", "f_back", "_getframe",
-                                 "get_referrers", "get_referents", "get_objects", "__loader__", "__spec__",
-                                 "reload", "__func__"})
-#: Modules of the grader, which hold the reference solutions.
-GRADER_MODULES = frozenset({"exercise_references", "grade", "grade_sandbox", "exercisekit", "make_editions",
-                            "scripts"})
-LIBRARY = "transformer_lib"
-
-
-def display_name(qualname: str) -> str:
-    """``transformer_lib.attention.causal_mask`` -> ``tl.attention.causal_mask``."""
-    return "tl" + qualname[len(LIBRARY):] if qualname.startswith(LIBRARY) else qualname
-
-
-def _chain(node) -> Optional[List[str]]:
-    """``a.b.c`` -> ["a", "b", "c"]; ``getattr(a, "b")`` -> ["a", "b"]; None if the root is not a name."""
-    parts: List[str] = []
-    while True:
-        if isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        elif isinstance(node, ast.Subscript):  # EXERCISES["id"].reference
-            node = node.value
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
-              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-              and isinstance(node.args[1].value, str)):
-            parts.append(node.args[1].value)
-            node = node.args[0]
-        elif isinstance(node, ast.Name):
-            parts.append(node.id)
-            return parts[::-1]
-        else:
-            return None
-
-
-def _bound_names(stmt) -> List[str]:
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [stmt.name]
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return [(a.asname or a.name.split(".")[0]) for a in stmt.names if a.name != "*"]
-    if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        return [t.id for t in targets if isinstance(t, ast.Name)]
-    return []
-
-
-def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_aliases: Iterable[str] = ("tl",),
-                    extra_library_names: Iterable[str] = ()) -> List[str]:
-    """What the graded function ``target`` and the code it uses do that the grader does not credit.
-
-    Args:
-        ex: the exercise (its ``forbidden`` names).
-        statements: the notebook's top-level statements in notebook order (the last binding of a name wins).
-        target: the name of the graded function.
-        library_aliases: names bound to ``transformer_lib`` before the notebook runs (the grader's prelude).
-        extra_library_names: other names known to refer to the library (self-check: from the function's globals).
-
-    Returns:
-        one sentence per finding, in the order found (empty: nothing to report).
-    """
-    forbidden_last = {q.rsplit(".", 1)[-1]: q for q in ex.forbidden}
-    bindings: Dict[str, ast.stmt] = {}
-    aliases: Set[str] = set(library_aliases) | set(extra_library_names) | {LIBRARY}
-    for stmt in statements:
-        for name in _bound_names(stmt):
-            bindings[name] = stmt
-    findings: List[str] = []
-
-    def library_import(node) -> bool:
-        if isinstance(node, ast.Import):
-            return any(a.name.split(".")[0] == LIBRARY for a in node.names)
-        return isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == LIBRARY
-
-    def note_imports(tree) -> None:
-        for node in ast.walk(tree):
-            if library_import(node):
-                for a in node.names:
-                    if isinstance(node, ast.Import):
-                        aliases.add(a.asname or a.name.split(".")[0])
-                    else:
-                        aliases.add(a.asname or a.name)
-
-    for stmt in statements:  # module-level imports define the aliases of the library
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            note_imports(stmt)
-
-    start = bindings.get(target)
-    if start is None:
-        return findings
-    seen: Set[int] = set()
-    todo = [start]
-    while todo:
-        stmt = todo.pop()
-        if id(stmt) in seen:
-            continue
-        seen.add(id(stmt))
-        note_imports(stmt)
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if node.id in bindings:
-                    todo.append(bindings[node.id])
-                if node.id in DYNAMIC_NAMES:
-                    findings.append(f"it uses `{node.id}`, and the grader does not accept dynamic code in graded "
-                                    "functions (it could hide a call to the library)")
-                if node.id == "EXERCISES":
-                    findings.append("it uses the autograder's catalogue of exercises (its reference)")
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                modules = ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
-                for module in modules:
-                    parts = set(module.split("."))
-                    if parts & GRADER_MODULES:
-                        findings.append(f"it imports `{module}`, a module of the grader (the reference solutions)")
-                    if parts & DYNAMIC_NAMES:
-                        findings.append(f"it imports `{module}`, and the grader does not accept dynamic code in "
-                                        "graded functions (it could hide a call to the library)")
-                if library_import(node) and isinstance(node, ast.ImportFrom):
-                    for a in node.names:
-                        if a.name in forbidden_last:
-                            findings.append(f"it imports `{display_name(forbidden_last[a.name])}` from the library, "
-                                            "which answers this exercise")
-            elif isinstance(node, (ast.Attribute, ast.Call)):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars" and \
-                        node.args and (_chain(node.args[0]) or [""])[0] in aliases:
-                    findings.append("it reads the library's variables with `vars`, and the grader does not accept "
-                                    "it in graded functions")
-                chain = _chain(node)
-                if isinstance(node, ast.Attribute) and node.attr in INTROSPECTION_ATTRS:
-                    findings.append(f"it uses `.{node.attr}`, and the grader does not accept introspection of "
-                                    "functions or frames in graded functions (it could reach around the grader)")
-                if not chain:
-                    continue
-                if chain[:2] == ["sys", "modules"]:
-                    findings.append("it uses `sys.modules`, and the grader does not accept it in graded functions")
-                if "reference" in chain and ({"exercises", "EXERCISES"} & set(chain) or chain[0] in aliases):
-                    findings.append("it uses the exercise's reference solution")
-                elif "EXERCISES" in chain[1:]:
-                    findings.append("it uses the autograder's catalogue of exercises (its reference)")
-                if chain[0] in aliases:
-                    for part in chain[1:]:
-                        if part in forbidden_last:
-                            findings.append(f"it calls `{display_name(forbidden_last[part])}`, the library's own "
-                                            "answer to this exercise")
-                            break
-                        if part == "__dict__":
-                            findings.append("it reads the library's `__dict__`, and the grader does not accept it "
-                                            "in graded functions")
-                    if chain[-1].startswith("_") and chain[-1].endswith("_ref"):
-                        findings.append("it uses the exercise's reference solution")
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in forbidden_last:
-                findings.append(f"it names `{node.value}`, the library's function for this exercise, in a string")
-    return list(dict.fromkeys(findings))
-
-
-def _code_names(code: types.CodeType) -> Set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
-def function_findings(ex, fn: Callable) -> List[str]:
-    """:func:`static_findings` for a live function (the notebook self-check): its source, and the library
-    objects that the global names it uses refer to."""
-    forbidden = {}
-    for qualname in ex.forbidden:
-        try:
-            forbidden[id(resolve(qualname))] = qualname
-        except (ImportError, AttributeError):
-            continue
-    findings: List[str] = []
-    if id(fn) in forbidden:
-        return [f"it is `{display_name(forbidden[id(fn)])}` itself, the library's own answer to this exercise"]
-    held = list(getattr(fn, "__defaults__", None) or ()) + list((getattr(fn, "__kwdefaults__", None) or {}).values())
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            held.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            continue
-    held += [getattr(fn, "func", None)]  # functools.partial
-    for value in held:
-        if id(value) in forbidden:
-            findings.append(f"it calls `{display_name(forbidden[id(value)])}`, the library's own answer to this "
-                            "exercise")
-    library_names: Set[str] = set()
-    code = getattr(fn, "__code__", None)
-    fn_globals = getattr(fn, "__globals__", {}) or {}
-    if code is not None:
-        for name in sorted(_code_names(code)):
-            if name not in fn_globals:
-                continue
-            value = fn_globals[name]
-            if id(value) in forbidden and name != getattr(fn, "__name__", None):
-                findings.append(f"it calls `{display_name(forbidden[id(value)])}` (as `{name}`), the library's own "
-                                "answer to this exercise")
-            if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == LIBRARY:
-                library_names.add(name)
-    try:
-        source = textwrap.dedent(inspect.getsource(fn))
-        tree = ast.parse(source)
-    except (OSError, TypeError, SyntaxError, IndentationError):
-        return findings
-    target = getattr(fn, "__name__", "")
-    statements = list(tree.body)
-    if statements and target not in _bound_names(statements[0]):  # a lambda: bind it to its name
-        target = _bound_names(statements[0])[0] if _bound_names(statements[0]) else target
-    findings += static_findings(ex, statements, target, ("tl",), library_names)
-    return list(dict.fromkeys(findings))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Tripwires: the library's answers refuse to run
-# ----------------------------------------------------------------------------------------------------------------
-def resolve(qualname: str):
-    """The object named ``package.module.Name``."""
-    module, _, name = qualname.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _tripwire(name: str, on_call: Callable[[str], None], method: bool = False):
-    message = (f"{name} answers this exercise: write the function yourself (the grader gives no credit for calling "
-               "it)")
-
-    def tripwire(*args, **kwargs):
-        on_call(name)
-        raise ForbiddenCall(message)
-
-    tripwire.__name__ = "__init__" if method else name.rsplit(".", 1)[-1]
-    tripwire.__qualname__ = tripwire.__name__
-    tripwire.__doc__ = f"Disabled while grading: {message}."
-    return tripwire
-
-
-def install_tripwires(qualnames: Iterable[str], on_call: Callable[[str], None],
-                      keep_originals: bool = True) -> Callable[[], None]:
-    """Replace the library objects ``qualnames`` by tripwires; return a function that restores them.
-
-    A function is replaced in every loaded module of the library that holds it (``tl.causal_mask`` and
-    ``tl.attention.causal_mask`` alike); a class keeps its identity and its ``__init__`` becomes the tripwire.
-    ``on_call(display name)`` runs before :class:`ForbiddenCall` is raised. With ``keep_originals=False`` (the
-    grader's student process) nothing keeps the original objects, and the returned function does nothing.
-    """
-    undo: List[Tuple[Any, str, Any]] = []
-    for qualname in qualnames:
-        try:
-            obj = resolve(qualname)
-        except (ImportError, AttributeError):
-            continue
-        name = display_name(qualname)
-        if isinstance(obj, type):
-            undo.append((obj, "__init__", obj.__dict__.get("__init__")))
-            setattr(obj, "__init__", _tripwire(name, on_call, method=True))
-            continue
-        wire = _tripwire(name, on_call)
-        for mod_name, module in list(sys.modules.items()):
-            if module is None or not (mod_name == LIBRARY or mod_name.startswith(LIBRARY + ".")):
-                continue
-            for attr, value in list(vars(module).items()):
-                if value is obj:
-                    undo.append((module, attr, obj))
-                    setattr(module, attr, wire)
-        del obj
-    if not keep_originals:
-        undo.clear()
-        return lambda: None
-
-    def restore() -> None:
-        for owner, attr, value in reversed(undo):
-            if value is None:
-                try:
-                    delattr(owner, attr)
-                except AttributeError:
-                    pass
-            else:
-                setattr(owner, attr, value)
-        undo.clear()
-
-    return restore

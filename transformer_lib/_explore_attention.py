@@ -10,8 +10,10 @@ import torch
 
 from ._checks import check_choice
 from ._widget_base import (ArrayLike, _as_tensor, _check_index, _check_number, _check_tokens, _explorer, _figure,
-                           _require_widgets, _row_box, _show_token, _token_axis,
+                           _require_widgets, _show_token, _token_axis, _token_grid,
                            _token_options)
+from .attention import attention_reference
+from .plotting import attention_heatmap
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -138,8 +140,9 @@ def self_attention_weights(embeddings: ArrayLike, projection: str = "identity", 
         Q = torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
         K = torch.randn(d, d, generator=g, dtype=torch.float64) / math.sqrt(d)
         q, k = x @ Q, x @ K  # (T, d)
-    scores = scale * (q @ k.T)  # (T, T)
-    return torch.softmax(scores, dim=-1).numpy()
+    # The library's softmax attention with the given scale; only its weights are shown (k stands in for the values).
+    _, weights = attention_reference(q[None, None], k[None, None], k[None, None], scale=scale)  # (1, 1, T, T)
+    return weights[0, 0].numpy()
 
 
 def plot_self_attention(tokens: Sequence[str], embeddings: ArrayLike, query_index: int,
@@ -154,13 +157,9 @@ def plot_self_attention(tokens: Sequence[str], embeddings: ArrayLike, query_inde
     query_index = _check_index("query_index", query_index, len(tokens), "tokens")
     fig = _figure(max(7.0, 0.7 * len(tokens) + 2), 3.2, tokens, tokens)
     left, right = fig.subplots(1, 2, width_ratios=(1, 1.4))
-    left.imshow(weights, cmap="Blues", vmin=0, vmax=1)
-    left.add_patch(_row_box(query_index, len(tokens)))
-    _token_axis(left, tokens)
-    _token_axis(left, tokens, "y")
-    left.set_xlabel("key j")
-    left.set_ylabel("query i")
-    left.set_title("all weights α_ij")
+    attention_heatmap(weights, ax=left, title="all weights α_ij", cmap="Blues", vmin=0, vmax=1, colorbar=False,
+                      highlight_row=query_index)
+    _token_grid(left, tokens, tokens, "key j", "query i")
     colors = ["C0"] * len(tokens)
     colors[query_index] = "C3"
     right.bar(range(len(tokens)), weights[query_index], color=colors)
@@ -256,14 +255,10 @@ def plot_head(tokens: Sequence[str], weights, layer: int, head: int, key_tokens:
     grid = head_weights(w, layer, head)
     size = min(7.0, 2.2 + 0.32 * max(len(tokens), len(key_tokens)))
     fig = _figure(size + 0.8, size, key_tokens, tokens)
-    ax = fig.add_subplot()
-    image = ax.imshow(grid, cmap="Blues", vmin=0, vmax=1)
-    _token_axis(ax, key_tokens)
-    _token_axis(ax, tokens, "y")
-    ax.set_xlabel("key")
-    ax.set_ylabel("query")
-    ax.set_title(f"layer {layer}, head {head}")
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    ax = attention_heatmap(grid, ax=fig.add_subplot(), title=f"layer {layer}, head {head}", cmap="Blues", vmin=0,
+                           vmax=1, colorbar=False)
+    _token_grid(ax, key_tokens, tokens)
+    fig.colorbar(ax.images[0], ax=ax, shrink=0.8)
     return fig
 
 

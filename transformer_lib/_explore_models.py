@@ -136,8 +136,7 @@ def attention_cost(n: int, d: int, d_ff: Optional[int] = None, bytes_per: int = 
     check_positive_int("d_ff", d_ff)
     score_elements = n_heads * n * n
     flops = flops_per_layer("full", n, d)  # the library's count: projections 8 n d², scores and mixing 2 n² d each
-    projection, scores, mix = flops["projections"], flops["scores"], flops["values"]
-    attention = projection + scores + mix
+    projection, scores, mix, attention = flops["projections"], flops["scores"], flops["values"], flops["total"]
     ffn = 4 * n * d * d_ff
     total = attention + ffn
     return {"score_elements": score_elements, "score_bytes": score_elements * bytes_per,

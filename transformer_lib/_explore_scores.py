@@ -10,9 +10,11 @@ import torch
 
 from ._checks import check_choice, check_positive_int, check_tensor
 from .attention import causal_mask, combine_masks, padding_mask
+from .plotting import mask_figure, positional_matrix
 from .positional import sinusoidal_table
-from ._widget_base import (_check_index, _check_tokens, _entropy, _explorer, _figure, _require_widgets, _row_box,
-                           _show_token, _token_axis)
+from .sparse import sparse_pattern
+from ._widget_base import (_check_index, _check_tokens, _entropy, _explorer, _figure, _require_widgets,
+                           _show_token, _token_grid)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -51,12 +53,9 @@ def plot_sinusoidal(n: int, d: int, p: int):
     sims = position_similarity(n, d, p)
     fig = _figure(8.5, 3.2, wspace=0.35)
     left, right = fig.subplots(1, 2)
-    image = left.imshow(table, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    positional_matrix(table, ax=left, title=f"PE (n={n}, d_model={d})", cmap="RdBu", colorbar=False)  # ±max|PE| = ±1
     left.axhline(p, color="k", linewidth=1)
-    left.set_xlabel("dimension")
-    left.set_ylabel("position")
-    left.set_title(f"PE (n={n}, d_model={d})")
-    fig.colorbar(image, ax=left, shrink=0.8)
+    fig.colorbar(left.images[0], ax=left, shrink=0.8)
     right.plot(range(n), sims, color="C0")
     right.axvline(p, color="C3", linestyle="--", linewidth=1)
     right.set_xlabel("position q")
@@ -108,7 +107,8 @@ _USES_WINDOW = ("sliding", "local")
 
 
 def mask_for(kind: str, n: int, length: Optional[int] = None, window: Optional[int] = None) -> torch.Tensor:
-    """A (n, n) attention mask of one kind (True = query i may attend to key j), built from the library's masks.
+    """A (n, n) attention mask of one kind (True = query i may attend to key j), built from the library's masks
+    (the windows from :func:`~transformer_lib.sparse.sparse_pattern`).
 
     Kinds: ``'none'`` (all True); ``'causal'`` (j ≤ i); ``'padding'`` (keys j < length are real);
     ``'causal+padding'``;
@@ -140,8 +140,8 @@ def mask_for(kind: str, n: int, length: Optional[int] = None, window: Optional[i
         if window is None:
             raise ValueError(f"mask kind {kind!r} needs window= (the window width)")
         check_positive_int("window", window)
-        offset = torch.arange(n)[:, None] - torch.arange(n)[None, :]  # (n, n): i - j
-        band = (offset >= 0) & (offset < window) if kind == "sliding" else offset.abs() <= window
+        # sliding: |i - j| <= window - 1 and j <= i; local: |i - j| <= window (no global or random keys)
+        band = sparse_pattern(n, window - 1, causal=True) if kind == "sliding" else sparse_pattern(n, window)
         mask = combine_masks(mask, band)
     return mask
 
@@ -154,38 +154,29 @@ def visible_positions(mask: torch.Tensor, i: int) -> List[int]:
 
 
 def plot_mask(mask: torch.Tensor, i: Optional[int] = None, tokens: Optional[Sequence[str]] = None, title: str = ""):
-    """The mask as a grid, True (may attend) dark; row ``i`` outlined.
+    """The mask as a grid, True (may attend) dark; row ``i`` outlined (drawn by
+    :func:`~transformer_lib.plotting.mask_figure`).
 
     Returns:
         a :class:`matplotlib.figure.Figure`.
     """
     check_tensor("mask", mask, ndim=2, dtype="bool")
     t, s = mask.shape
-    fig = _figure(min(6.0, 2.0 + 0.3 * s), min(5.0, 1.6 + 0.3 * t), tokens or (), tokens or ())
-    ax = fig.add_subplot()
-    ax.imshow(mask.numpy().astype(float), cmap="Greys", vmin=0, vmax=1.25)
-    ax.set_xticks(np.arange(-0.5, s), minor=True)
-    ax.set_yticks(np.arange(-0.5, t), minor=True)
-    ax.grid(which="minor", color="white", linewidth=1)
-    ax.tick_params(which="minor", length=0)
     if tokens is not None:
         tokens = _check_tokens("tokens", tokens, s, "the mask")
-        _token_axis(ax, tokens)
-        _token_axis(ax, tokens[:t], "y")
     if i is not None:
         i = _check_index("i", i, t, "queries")
-        ax.add_patch(_row_box(i, s))
-    ax.set_xlabel("key j")
-    ax.set_ylabel("query i")
-    ax.set_title(title or "mask (dark = may attend)")
+    fig = _figure(min(6.0, 2.0 + 0.3 * s), min(5.0, 1.6 + 0.3 * t), tokens or (), tokens or ())
+    ax = mask_figure(mask, ax=fig.add_subplot(), title=title or "mask (dark = may attend)", highlight_row=i)
+    _token_grid(ax, tokens, None if tokens is None else tokens[:t], "key j", "query i")
     return fig
 
 
 def mask_explorer(n: int = 8, tokens: Optional[Sequence[str]] = None):
     """Choose a mask kind, its length/window and a query position; see the mask and what that position sees.
 
-    Controls: ``kind`` (Dropdown of :data:`MASK_KINDS`), ``length`` and ``window`` (IntSliders, enabled only for the
-    kinds that use them), ``i`` (IntSlider).
+    Controls: ``kind`` (Dropdown of ``MASK_KINDS``: none, causal, padding, causal+padding, sliding, local),
+    ``length`` and ``window`` (IntSliders, enabled only for the kinds that use them), ``i`` (IntSlider).
 
     Args:
         n: sequence length (taken from ``tokens`` when given).

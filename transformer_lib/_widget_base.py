@@ -110,6 +110,21 @@ def _token_axis(ax, labels: Sequence[str], axis: str = "x") -> None:
         ax.set_yticks(ticks, labels)
 
 
+def _token_grid(ax, x_tokens: Optional[Sequence[str]], y_tokens: Optional[Sequence[str]],
+                xlabel: Optional[str] = None, ylabel: Optional[str] = None) -> None:
+    """Give a grid drawn by :mod:`~transformer_lib.plotting` the explorers' look: square cells and token tick
+    labels as :func:`_token_axis` writes them (the margins of :func:`_figure` are computed for those labels)."""
+    ax.set_aspect("equal")
+    if x_tokens is not None:
+        _token_axis(ax, x_tokens)
+    if y_tokens is not None:
+        _token_axis(ax, y_tokens, "y")
+    if xlabel is not None:
+        ax.set_xlabel(xlabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
+
+
 def _entropy(p: np.ndarray) -> float:
     p = p[p > 0]
     return float(-(p * np.log(p)).sum())
@@ -184,7 +199,3 @@ def _explorer(controls: Dict[str, object], render: Callable[..., Sequence], on_c
 def _token_options(tokens: Sequence[str]) -> List[Tuple[str, int]]:
     return [(f"{i}: {_show_token(t)}", i) for i, t in enumerate(tokens)]
 
-
-def _row_box(i: int, width: int):
-    from matplotlib.patches import Rectangle
-    return Rectangle((-0.5, i - 0.5), width, 1, fill=False, edgecolor="C3", linewidth=2)

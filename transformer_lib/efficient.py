@@ -145,8 +145,9 @@ class LinformerAttention(MultiHeadAttention):
         return self.out_proj(merge_heads(out))
 
 
-
-
+# ----------------------------------------------------------------------------------------------------------------
+# Counting: pairs, density, FLOPs
+# ----------------------------------------------------------------------------------------------------------------
 def attention_pairs(kind: str, n: int, k: Optional[int] = None, window: Optional[int] = None, n_global: int = 0,
                     n_random: int = 0, causal: bool = False) -> int:
     """Number of (query, key) scores per head that enter the softmax for one length-``n`` self-attention.

@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from cycler import cycler
+from matplotlib.patches import Rectangle
 
 __all__ = [
     "BOOK_COLORS",
@@ -119,11 +120,27 @@ def _grid_image(ax, data, x_labels, y_labels, cmap, vmin=None, vmax=None, interp
     return im
 
 
+def _check_row(row, n_rows: int) -> Optional[int]:
+    """``highlight_row`` checked against the number of queries (None passes through)."""
+    if row is None:
+        return None
+    if isinstance(row, bool) or not isinstance(row, (int, np.integer)):
+        raise TypeError(f"highlight_row must be an int or None, got {type(row).__name__} {row!r}")
+    if not 0 <= row < n_rows:
+        raise ValueError(f"highlight_row must be in [0, {n_rows - 1}] (the data has {n_rows} queries), got {row}")
+    return int(row)
+
+
+def _outline_row(ax, row: int, n_cols: int) -> None:
+    """Outline row ``row`` of a grid image (one query and all its keys) in the highlight colour ``C3``."""
+    ax.add_patch(Rectangle((-0.5, row - 0.5), n_cols, 1, fill=False, edgecolor="C3", linewidth=2))
+
+
 # ------------------------------------------------------------------------------------------- attention
 def attention_heatmap(weights: ArrayLike, x_labels: Optional[Sequence[str]] = None,
                       y_labels: Optional[Sequence[str]] = None, ax=None, title: Optional[str] = None,
                       cmap: str = "viridis", annotate: bool = False, vmin: Optional[float] = None,
-                      vmax: Optional[float] = None, colorbar: bool = True):
+                      vmax: Optional[float] = None, colorbar: bool = True, highlight_row: Optional[int] = None):
     """Draw one attention map: row ``i`` is query ``i``, column ``j`` its weight on key ``j``.
 
     Args:
@@ -136,6 +153,7 @@ def attention_heatmap(weights: ArrayLike, x_labels: Optional[Sequence[str]] = No
         annotate: write each value (2 decimals) in its cell — for small maps.
         vmin, vmax: colour range (default: the data's range).
         colorbar: add a colour bar.
+        highlight_row: outline this query's row (e.g. the query an explorer has selected).
 
     Shapes:
         weights (T, S).
@@ -147,6 +165,7 @@ def attention_heatmap(weights: ArrayLike, x_labels: Optional[Sequence[str]] = No
     t, s = data.shape
     x_labels = _check_labels("x_labels", x_labels, s, "keys (columns)")
     y_labels = _check_labels("y_labels", y_labels, t, "queries (rows)")
+    highlight_row = _check_row(highlight_row, t)
     ax = _new_ax(ax)
     im = _grid_image(ax, data, x_labels, y_labels, cmap, vmin, vmax)
     ax.set_xlabel("key")
@@ -160,6 +179,8 @@ def attention_heatmap(weights: ArrayLike, x_labels: Optional[Sequence[str]] = No
             for j in range(s):
                 ax.text(j, i, f"{data[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="black" if data[i, j] > mid else "white")
+    if highlight_row is not None:
+        _outline_row(ax, highlight_row, s)
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return ax
@@ -217,7 +238,8 @@ def attention_heads(weights: ArrayLike, x_labels: Optional[Sequence[str]] = None
 
 
 def mask_figure(mask: ArrayLike, x_labels: Optional[Sequence[str]] = None,
-                y_labels: Optional[Sequence[str]] = None, ax=None, title: Optional[str] = None):
+                y_labels: Optional[Sequence[str]] = None, ax=None, title: Optional[str] = None,
+                highlight_row: Optional[int] = None):
     """Draw a boolean attention mask: True (may attend) dark, False light, with cell borders.
 
     Args:
@@ -226,6 +248,7 @@ def mask_figure(mask: ArrayLike, x_labels: Optional[Sequence[str]] = None,
         y_labels: one label per query (rows).
         ax: an Axes to draw on (default: a new figure).
         title: the Axes title.
+        highlight_row: outline this query's row: the keys it may see.
 
     Shapes:
         mask (T, S) bool (a 0/1 array is accepted).
@@ -241,6 +264,7 @@ def mask_figure(mask: ArrayLike, x_labels: Optional[Sequence[str]] = None,
     t, s = data.shape
     x_labels = _check_labels("x_labels", x_labels, s, "keys (columns)")
     y_labels = _check_labels("y_labels", y_labels, t, "queries (rows)")
+    highlight_row = _check_row(highlight_row, t)
     ax = _new_ax(ax, figsize=(min(6.0, 1.0 + 0.35 * s), min(6.0, 0.8 + 0.35 * t)))
     # Greys on [-0.15, 1.25]: True (1) dark grey, False (0) light grey, so white cell borders show on both.
     _grid_image(ax, data.astype(float), x_labels, y_labels, "Greys", vmin=-0.15, vmax=1.25)
@@ -252,6 +276,8 @@ def mask_figure(mask: ArrayLike, x_labels: Optional[Sequence[str]] = None,
     ax.set_ylabel("query")
     if title:
         ax.set_title(title)
+    if highlight_row is not None:
+        _outline_row(ax, highlight_row, s)
     return ax
 
 

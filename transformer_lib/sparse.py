@@ -24,7 +24,6 @@ from .multihead import LayerCache, MultiHeadAttention, merge_heads, split_heads
 __all__ = ["SparseAttention", "sparse_pattern", "random_links", "blocked_sparse_attention"]
 
 
-
 # ----------------------------------------------------------------------------------------------------------------
 # Shared input checks
 # ----------------------------------------------------------------------------------------------------------------
@@ -39,7 +38,6 @@ def _key_mask(mask: torch.Tensor, who: str) -> torch.Tensor:
         raise ValueError(f"{who} applies masks over keys only: mask must broadcast to (B, H, 1, S) "
                          f"(e.g. transformer_lib.attention.padding_mask), got shape {tuple(mask.shape)}")
     return m[:, :, 0, :]
-
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -376,7 +374,8 @@ class SparseAttention(MultiHeadAttention):
 
     def density(self, seq_len: int, causal: bool = False) -> float:
         """Fraction of the ``seq_len²`` (query, key) pairs the pattern allows (see :func:`~transformer_lib.efficient.attention_pairs`)."""
-        check_positive_int("seq_len", seq_len)
+        check_positive_int("n", seq_len)  # the checks (and messages) of efficient.attention_pairs('sparse', n, ...)
+        _check_pattern_args(seq_len, self.window, self.n_global, self.n_random, 0)
         return _sparse_pairs(seq_len, self.window, self.n_global, self.n_random, causal) / (seq_len * seq_len)
 
     def forward(
@@ -433,9 +432,8 @@ class SparseAttention(MultiHeadAttention):
                                causal=causal, cache=cache)
 
 
-
 # ----------------------------------------------------------------------------------------------------------------
-# Counting: pairs, density, FLOPs
+# Counting the pattern's pairs in O(n) (SparseAttention.density, efficient.attention_pairs)
 # ----------------------------------------------------------------------------------------------------------------
 def _sparse_pairs(n: int, window: int, n_global: int, n_random: int, causal: bool) -> int:
     i = torch.arange(n, dtype=torch.int64)

@@ -1,4 +1,4 @@
-"""Training: device, seeding, learning-rate warm-up, the ``fit`` loop, evaluation and losses.
+"""Training: device, seeding, learning-rate warm-up, the ``fit`` loop and evaluation.
 
 Every chapter trains its models through :func:`fit`, so a chapter states *what* is learned (a model, a
 ``get_batch(step)`` function and a loss) and never re-writes the loop. The same call runs unchanged on a CPU, a GPU,
@@ -17,8 +17,8 @@ model and calls ``get_batch(step)`` for the same global batch; :func:`fit` keeps
 rows, wraps the model in ``DistributedDataParallel`` (which averages gradients across ranks during ``backward``)
 and all-reduces the logged loss. With a mean loss the averaged gradient is the gradient of the global-batch loss,
 so a 2-process run follows a 1-process run up to float rounding. The process bookkeeping lives in
-:mod:`~transformer_lib.distributed` and saving a model in :mod:`~transformer_lib.checkpoints`; both are
-re-exported here (``tl.training.save_checkpoint`` works).
+:mod:`~transformer_lib.distributed`, saving a model in :mod:`~transformer_lib.checkpoints` and the losses in
+:mod:`~transformer_lib.losses`; all are re-exported here (``tl.training.lm_loss`` works).
 """
 from __future__ import annotations
 
@@ -36,16 +36,15 @@ from typing import Callable, Iterable, Optional, Sequence, Union
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_positive_int, check_tensor
+from ._checks import check_choice, check_positive_int
 
 # Data parallelism and checkpoints live in their own modules; re-exported here (documented there).
 from .checkpoints import load_checkpoint, save_checkpoint  # noqa: F401
 from .distributed import (_init_distributed, _launched_distributed, is_main_process, rank, shard_batch,  # noqa: F401
                           unwrap_model, world_size)
-from .tokenizers import IGNORE_INDEX, PAD_ID  # the book's padding id; the label value lm_loss skips
+from .losses import classification_loss, lm_loss, seq2seq_loss  # noqa: F401
 
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
 AMP_MODES = (None, "bf16")
@@ -259,7 +258,7 @@ def fit(
         model: the module to train; it is moved to ``device`` and left in training mode.
         get_batch: ``step -> tuple of tensors``, the global batch (CPU or device). Under ``torchrun`` every rank must
             get the same batch, so derive its randomness from ``step`` or a seeded generator.
-        loss_fn: ``(model, batch) -> loss`` or ``(loss, n_tokens)``; a mean over the batch (e.g. :func:`lm_loss`).
+        loss_fn: ``(model, batch) -> loss`` or ``(loss, n_tokens)``; a mean over the batch (e.g. :func:`~transformer_lib.losses.lm_loss`).
             It must call ``model(...)`` (not another method) so that DistributedDataParallel syncs gradients.
         steps: number of optimizer updates.
         lr: peak learning rate of the default AdamW (ignored when ``optimizer`` is given).
@@ -475,79 +474,3 @@ def evaluate(model: nn.Module, batches: Iterable[Batch], loss_fn: Callable) -> f
     if weight == 0:
         raise ValueError("batches is empty (or every batch reported n_tokens=0); expected at least one token")
     return total / weight
-
-
-# ------------------------------------------------------------------------------------------------ losses
-def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int):
-    """Token-mean cross-entropy of logits (..., V) against labels (...), and the count of counted tokens."""
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore_index)
-    return loss, int((labels != ignore_index).sum())
-
-
-def _unpack(batch, names: str) -> tuple:
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        got = f"a {type(batch).__name__} of length {len(batch)}" if isinstance(batch, (tuple, list)) else type(batch).__name__
-        raise ValueError(f"batch must be a pair ({names}), got {got}")
-    return tuple(batch)
-
-
-def lm_loss(model: nn.Module, batch: Batch):
-    """Next-token cross-entropy of a language model; labels equal to -100 are ignored.
-
-    Args:
-        model: ``ids (B, T) -> logits (B, T, V)``.
-        batch: ``(x, y)``, inputs and labels shifted by one.
-
-    Shapes:
-        x, y: (B, T) long.
-
-    Returns:
-        ``(loss, n_tokens)``: the mean over counted tokens and their number.
-    """
-    x, y = _unpack(batch, "x, y")
-    check_tensor("y", y, ndim=2, dtype="int")
-    logits = model(x)  # (B, T, V)
-    check_tensor("logits", logits, ndim=3)
-    if logits.shape[:2] != y.shape:
-        raise ValueError(f"model(x) must return logits of shape (B, T, V) = {tuple(y.shape)} + (V,), got {tuple(logits.shape)}")
-    return _cross_entropy(logits, y, IGNORE_INDEX)
-
-
-def seq2seq_loss(model: nn.Module, batch: Batch):
-    """Teacher-forced cross-entropy of an encoder-decoder; PAD (0) labels are ignored.
-
-    Args:
-        model: ``(src (B, S), tgt_in (B, T), src_mask=(B, S) bool) -> logits (B, T, V)``.
-        batch: ``(src, tgt)`` with ``tgt = BOS y EOS PAD...``: input ``tgt[:, :-1]``, labels ``tgt[:, 1:]``.
-
-    Shapes:
-        src: (B, S) long; tgt: (B, T + 1) long.
-
-    Returns:
-        ``(loss, n_tokens)``.
-    """
-    src, tgt = _unpack(batch, "src, tgt")
-    check_tensor("src", src, ndim=2, dtype="int")
-    check_tensor("tgt", tgt, ndim=2, dtype="int")
-    if tgt.shape[1] < 2:
-        raise ValueError(f"tgt must have at least 2 positions (BOS and one label), got shape {tuple(tgt.shape)}")
-    tgt_in, labels = tgt[:, :-1], tgt[:, 1:]  # (B, T) each
-    logits = model(src, tgt_in, src_mask=src != PAD_ID)  # (B, T, V)
-    check_tensor("logits", logits, ndim=3)
-    if logits.shape[:2] != labels.shape:
-        raise ValueError(f"model must return logits of shape {tuple(labels.shape)} + (V,), got {tuple(logits.shape)}")
-    return _cross_entropy(logits, labels, PAD_ID)
-
-
-def classification_loss(model: nn.Module, batch: Batch) -> torch.Tensor:
-    """Cross-entropy of a classifier: ``model(x)`` gives logits (B, C) for labels y (B,) (or (..., C) for (...)).
-
-    Returns:
-        The mean loss over examples (a scalar tensor).
-    """
-    x, y = _unpack(batch, "x, y")
-    check_tensor("y", y, dtype="int")
-    logits = model(x)  # (B, C)
-    if logits.shape[:-1] != y.shape:
-        raise ValueError(f"model(x) must return logits of shape {tuple(y.shape)} + (C,), got {tuple(logits.shape)}")
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))

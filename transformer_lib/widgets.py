@@ -17,12 +17,15 @@ ipywidgets is imported only inside the ``*_explorer`` functions: the pure and pl
 (``pip install "transformer_lib[widgets]"`` adds it).
 
 This module is the explorers' one namespace; they are written in three private modules by what they show
-(attention weights; positions, masks and scaling; a model's outputs and costs), on shared helpers.
+(attention weights; positions, masks and scaling; a model's outputs and costs), on shared helpers. They compute
+through the library (masks from :mod:`~transformer_lib.attention` and :mod:`~transformer_lib.sparse`, FLOPs from
+:func:`~transformer_lib.efficient.flops_per_layer`, sampling from :mod:`~transformer_lib.generation`) and draw their
+heatmaps, masks and positional tables through :mod:`~transformer_lib.plotting`.
 """
 from __future__ import annotations
 
-from ._explore_attention import (attention_explorer, head_weights, heads_explorer, plot_head,  # noqa: F401
-                                 plot_query_attention, plot_self_attention, PROJECTIONS, query_attention,
+from ._explore_attention import (PROJECTIONS, attention_explorer, head_weights, heads_explorer,  # noqa: F401
+                                 plot_head, plot_query_attention, plot_self_attention, query_attention,
                                  self_attention_explorer, self_attention_weights)
 from ._explore_models import (attention_cost, cost_explorer, next_token_distribution, plot_cost,  # noqa: F401
                               plot_next_token, sampling_explorer, translation_explorer, translation_html,
@@ -31,14 +34,16 @@ from ._explore_scores import (MASK_KINDS, mask_explorer, mask_for, plot_mask, pl
                               plot_softmax_scaling, position_similarity, sinusoidal_explorer,
                               softmax_stats, softmax_temperature_explorer, visible_positions)
 
+# The API reference documents the explorers; their building blocks above stay importable from here
+# (``tl.widgets.mask_for``, ``tl.widgets.attention_cost`` …) for the chapters and the tests.
 __all__ = [
-    "query_attention", "plot_query_attention", "attention_explorer",
-    "PROJECTIONS", "self_attention_weights", "plot_self_attention", "self_attention_explorer",
-    "position_similarity", "plot_sinusoidal", "sinusoidal_explorer",
-    "MASK_KINDS", "mask_for", "visible_positions", "plot_mask", "mask_explorer",
-    "softmax_stats", "plot_softmax_scaling", "softmax_temperature_explorer",
-    "head_weights", "plot_head", "heads_explorer",
-    "next_token_distribution", "plot_next_token", "sampling_explorer",
-    "attention_cost", "plot_cost", "cost_explorer",
-    "translation_rows", "translation_html", "translation_explorer",
+    "attention_explorer",
+    "cost_explorer",
+    "heads_explorer",
+    "mask_explorer",
+    "sampling_explorer",
+    "self_attention_explorer",
+    "sinusoidal_explorer",
+    "softmax_temperature_explorer",
+    "translation_explorer",
 ]
