@@ -17,6 +17,7 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import torch
 
 from ._checks import check_positive_int, check_tensor
+from .attention import real_tokens
 
 # Re-exported for the chapters (documented in their own modules, so not listed in __all__).
 from .tasks import (AGREEMENT_VERBS, TRANSLATION_LEXICON, _check_seed, _generator, _QUERY_ID,  # noqa: F401
@@ -61,7 +62,7 @@ class Seq2SeqBatch(NamedTuple):
     @property
     def src_mask(self) -> torch.Tensor:
         """(B, S) bool, True on real source tokens."""
-        return self.src != PAD_ID
+        return real_tokens(self.src, PAD_ID)
 
     @property
     def tgt_in(self) -> torch.Tensor:

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ._checks import check_positive_int, check_tensor
+from .attention import real_tokens
 
 __all__ = [
     "apply_temperature",
@@ -245,7 +246,7 @@ def _prepare_seq2seq(model: nn.Module, src, src_mask, pad_id: Optional[int], max
     src = _check_ids("src", src)
     check_positive_int("max_len", max_len)
     if src_mask is None:
-        src_mask = src != pad_id if pad_id is not None else None
+        src_mask = real_tokens(src, pad_id)
     else:
         check_tensor("src_mask", src_mask, ndim=2, dtype="bool")
         if src_mask.shape != src.shape:
