@@ -3,7 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lib.attention import padding_mask
-from transformer_lib.blocks import DecoderBlock, EncoderBlock, FeedForward, LayerNorm, RMSNorm, make_norm
+from transformer_lib.blocks import (AttentionWeights, DecoderBlock, EncoderBlock, FeedForward, LayerNorm, RMSNorm,
+                                    make_norm)
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu", "gelu_tanh", "silu", "swiglu"])
@@ -129,11 +130,15 @@ def test_encoder_block_padding_invariance():
 def test_decoder_block_with_and_without_memory():
     block = DecoderBlock(16, 4, 32).eval()
     x, mem = torch.randn(2, 4, 16), torch.randn(2, 6, 16)
-    out, (sw, cw) = block(x, memory=mem, return_weights=True)
+    out, w = block(x, memory=mem, return_weights=True)
+    assert isinstance(w, AttentionWeights) and w.encoder == ()
+    (sw,), (cw,) = w.self_attn, w.cross_attn
     assert out.shape == (2, 4, 16) and sw.shape == (2, 4, 4, 4) and cw.shape == (2, 4, 4, 6)
     assert (sw[..., 0, 1:] == 0).all()  # causal self-attention
     gpt = DecoderBlock(16, 4, 32, cross_attention=False)
     assert gpt(x).shape == (2, 4, 16)
+    _, w = gpt(x, return_weights=True)
+    assert len(w.self_attn) == 1 and w.cross_attn == ()
     with pytest.raises(ValueError, match="cross_attention=False"):
         gpt(x, memory=mem)
 

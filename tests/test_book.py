@@ -318,3 +318,14 @@ def test_api_page_lists_every_library_module():
     extra = sorted(set(listed) - set(modules))
     assert not missing, f"api.md: add these transformer_lib modules to api-modules: {missing}"
     assert not extra, f"api.md lists modules that do not exist: {extra}"
+
+
+def test_readme_library_example_runs():
+    """The README's library example is real code: it runs here against the library (about 4 s)."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(import torch\nimport transformer_lib as tl\n.*?)```", readme, re.S)
+    assert len(blocks) == 1, "README.md should hold one library example starting 'import torch / import transformer_lib'"
+    done = subprocess.run([sys.executable, "-c", blocks[0]], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, f"README.md's library example failed:\n{done.stderr[-2000:]}"
+    assert "torch.Size([2, 4," in done.stdout, done.stdout  # the last line: cross-attention weights per head

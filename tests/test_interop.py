@@ -14,7 +14,8 @@ from torch import nn
 from transformer_lib.attention import causal_mask
 from transformer_lib.blocks import DecoderBlock, EncoderBlock
 from transformer_lib.interop import (SUPPORTED_HF, SUPPORTED_TORCH, from_hf, from_torch, hub_available,
-                                     load_pretrained_gpt2, load_pretrained_marian, mask_from_torch, to_torch)
+                                     load_pretrained_gpt2, load_pretrained_marian, mask_from_torch, to_torch,
+                                     weights_from_hf)
 from transformer_lib.models import DecoderLM, EncoderDecoder
 from transformer_lib.multihead import MultiHeadAttention
 from transformer_lib.positional import Rotary
@@ -258,6 +259,26 @@ def test_gpt2_logits_match(options):
         torch.testing.assert_close(ours(ids), hf(ids).logits, atol=MODEL_ATOL, rtol=0)
 
 
+def assert_same_weights(ours, theirs, kinds):
+    for kind in kinds:
+        assert len(getattr(ours, kind)) == len(getattr(theirs, kind)) == 2, kind
+        for a, b in zip(getattr(ours, kind), getattr(theirs, kind)):
+            torch.testing.assert_close(a, b, atol=LAYER_ATOL, rtol=0)
+
+
+def test_gpt2_attention_weights_match():
+    hf = gpt2(attn_implementation="eager")  # Hugging Face's fused attention returns no weights
+    ours = from_hf(hf)
+    ids = torch.randint(0, V, (3, 12))
+    with torch.no_grad():
+        theirs = weights_from_hf(hf(ids, output_attentions=True))
+        _, weights = ours(ids, return_weights=True)
+    assert theirs.cross_attn == () == theirs.encoder and theirs.self_attn[0].shape == (3, H, 12, 12)
+    assert_same_weights(weights, theirs, ["self_attn"])
+    with pytest.raises(ValueError, match="output_attentions=True"):
+        weights_from_hf(hf(ids))
+
+
 def test_gpt2_kv_cache_generation_matches():
     hf = gpt2()
     ours = from_hf(hf)
@@ -330,6 +351,25 @@ def test_marian_comparison_is_sensitive_and_cache_decoding_matches():
         hf.model.decoder.layers[0].encoder_attn_layer_norm.bias.add_(0.1)  # a change HF sees and we do not
         changed = hf(input_ids=src, attention_mask=real.long(), decoder_input_ids=tgt).logits
     assert (changed - ours(src, tgt, src_mask=real)).abs().max() > 1e-3
+
+
+def test_marian_attention_weights_match_with_padding():
+    hf = marian(attn_implementation="eager")
+    ours = from_hf(hf)
+    src, real, tgt = marian_batch()
+    with torch.no_grad():
+        theirs = weights_from_hf(hf(input_ids=src, attention_mask=real.long(), decoder_input_ids=tgt,
+                                    output_attentions=True))
+        _, weights = ours(src, tgt, src_mask=real, return_weights=True)
+    assert_same_weights(weights, theirs, ["encoder", "self_attn", "cross_attn"])
+    assert (weights.cross_attn[0][0, ..., 6:] == 0).all()  # padded source words get no weight on either side
+    hf.model.decoder.layers[1].encoder_attn.k_proj.weight.data.mul_(2)  # to the last cross-attention only (a key
+    # bias would not do: it adds one constant to every score of a row, which softmax removes)
+    with torch.no_grad():
+        changed = weights_from_hf(hf(input_ids=src, attention_mask=real.long(), decoder_input_ids=tgt,
+                                     output_attentions=True))
+    assert (changed.cross_attn[1] - weights.cross_attn[1]).abs().max() > 1e-3
+    torch.testing.assert_close(changed.cross_attn[0], weights.cross_attn[0], atol=LAYER_ATOL, rtol=0)
 
 
 def test_marian_positions_are_the_halves_sinusoids():

@@ -4,6 +4,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transformer_lib.blocks import AttentionWeights
 from transformer_lib.models import (DecoderLM, DecoderLMConfig, Encoder, EncoderConfig, EncoderDecoder,
                                     EncoderDecoderConfig, count_parameters)
 from transformer_lib.positional import sinusoidal_table
@@ -148,8 +149,48 @@ def test_encoder_return_weights_per_layer():
     ids = torch.randint(1, 30, (2, 5))
     ids[0, 3:] = 0
     h, ws = enc(ids, return_weights=True)
-    assert len(ws) == 2 and ws[0].shape == (2, 4, 5, 5)
-    assert (ws[0][0, :, :, 3:] == 0).all()
+    assert isinstance(ws, AttentionWeights) and ws.cross_attn == () and ws.encoder == ()
+    assert len(ws.self_attn) == 2 and ws.self_attn[0].shape == (2, 4, 5, 5)
+    assert (ws.self_attn[0][0, :, :, 3:] == 0).all()
+    torch.testing.assert_close(h, enc(ids))  # asking for the weights changes nothing else
+
+
+def test_every_model_returns_one_weights_type():
+    """Language model, encoder-decoder (forward, encode, decode): AttentionWeights, one tensor per layer and kind,
+    each equal to what the block that computed it returns on its own."""
+    src, tgt = torch.randint(1, 30, (2, 6)), torch.randint(1, 40, (2, 4))
+    src[1, 4:] = 0
+    model = lm(n_layers=3)
+    _, w = model(tgt, return_weights=True)
+    assert [t.shape for t in w.self_attn] == [(2, 4, 4, 4)] * 3 and w.cross_attn == () == w.encoder
+    x = model.embed(tgt)
+    for block, layer_w in zip(model.blocks, w.self_attn):  # the layers in order, not three copies of one
+        x, block_w = block(x, return_weights=True)
+        torch.testing.assert_close(block_w.self_attn[0], layer_w)
+
+    s2s = seq2seq()
+    _, w = s2s(src, tgt, return_weights=True)
+    assert [len(w.encoder), len(w.self_attn), len(w.cross_attn)] == [2, 2, 2]
+    assert w.encoder[0].shape == (2, 4, 6, 6) and w.self_attn[0].shape == (2, 4, 4, 4)
+    assert w.cross_attn[0].shape == (2, 4, 4, 6) and (w.cross_attn[1][1, ..., 4:] == 0).all()  # padding
+    memory, enc_w = s2s.encode(src, return_weights=True)
+    _, dec_w = s2s.decode(tgt, memory, src=src, return_weights=True)
+    assert enc_w.encoder == () and dec_w.encoder == ()
+    for ours, theirs in zip(w.encoder + w.self_attn + w.cross_attn,
+                            enc_w.self_attn + dec_w.self_attn + dec_w.cross_attn):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+    summed = AttentionWeights(encoder=enc_w.self_attn) + dec_w
+    for kind in ("encoder", "self_attn", "cross_attn"):
+        assert all(torch.equal(a, b) for a, b in zip(getattr(summed, kind), getattr(w, kind), strict=True))
+    assert w.cpu().cross_attn[0].device.type == "cpu"
+
+
+def test_attention_weights_bad_input():
+    with pytest.raises(TypeError, match=r"AttentionWeights.self_attn must be a tuple of tensors .* got Tensor"):
+        AttentionWeights(self_attn=torch.ones(2, 2))
+    with pytest.raises(TypeError, match="cross_attn must be a tuple of tensors"):
+        AttentionWeights(cross_attn=(torch.ones(1), "layer 2"))
+    assert AttentionWeights(self_attn=[torch.ones(1)]).self_attn[0].shape == (1,)  # a list is kept as a tuple
 
 
 # ---------------------------------------------------------------- bad input

@@ -9,6 +9,7 @@ import torch
 
 from transformer_lib import widgets as W
 from transformer_lib.attention import causal_mask
+from transformer_lib.blocks import AttentionWeights
 from transformer_lib.positional import sinusoidal_table
 
 ipywidgets = pytest.importorskip("ipywidgets")
@@ -304,10 +305,14 @@ def test_head_weights_from_a_tensor_and_from_a_model():
     with torch.no_grad():
         _, layers = model(torch.randint(4, 20, (1, T)), return_weights=True)
     grid = W.head_weights(layers, 1, 1)
-    np.testing.assert_allclose(grid, layers[1][0, 1].double().numpy())
+    np.testing.assert_allclose(grid, layers.self_attn[1][0, 1].double().numpy())
     np.testing.assert_allclose(grid.sum(-1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(W.head_weights(list(layers.self_attn), 1, 1), grid)
     with pytest.raises(ValueError, match="batch size 2"):
-        W.head_weights([torch.cat([layers[0]] * 2)], 0, 0)
+        W.head_weights([torch.cat([layers.self_attn[0]] * 2)], 0, 0)
+    both = AttentionWeights(self_attn=layers.self_attn, cross_attn=layers.self_attn)
+    with pytest.raises(ValueError, match=r"2 kinds of attention \(self_attn, cross_attn\); pass one"):
+        W.head_weights(both, 0, 0)
     with pytest.raises(ValueError, match="layer must be in"):
         W.head_weights(w, 2, 0)
 

@@ -7,7 +7,7 @@ Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score func
 :mod:`~transformer_lib.tasks`, :mod:`~transformer_lib.data` (batches; re-exports the other two), :mod:`~transformer_lib.training`
 (with :mod:`~transformer_lib.losses`, :mod:`~transformer_lib.distributed` and
 :mod:`~transformer_lib.checkpoints`),
-:mod:`~transformer_lib.interop`, :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`,
+:mod:`~transformer_lib.interop` (with :mod:`~transformer_lib.huggingface`), :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`,
 :mod:`~transformer_lib.exercises`, :mod:`~transformer_lib.presets` (settings a chapter shares with the
 benchmarks).
 """
@@ -15,7 +15,7 @@ from importlib import import_module as _import_module
 
 from .attention import (attention_reference, causal_mask, combine_masks, make_score, masked_softmax,
                         padding_mask, scaled_dot_product_attention)
-from .blocks import DecoderBlock, EncoderBlock, FeedForward, LayerNorm, RMSNorm
+from .blocks import AttentionWeights, DecoderBlock, EncoderBlock, FeedForward, LayerNorm, RMSNorm
 from .models import (DecoderLM, DecoderLMConfig, Encoder, EncoderConfig, EncoderDecoder, EncoderDecoderConfig,
                      count_parameters)
 from .multihead import KVCache, MultiHeadAttention
@@ -26,7 +26,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient", "sparse",
                "generation", "tokenizers", "tasks", "data", "training", "losses", "distributed", "checkpoints",
-               "interop", "plotting", "diagrams", "widgets", "exercises", "ledger", "notebook", "presets")
+               "interop", "huggingface", "plotting", "diagrams", "widgets", "exercises", "ledger", "notebook", "presets")
 
 
 def __getattr__(name):

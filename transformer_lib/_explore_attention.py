@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from typing import Optional, Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ from ._widget_base import (ArrayLike, _as_tensor, _check_index, _check_number, _
                            _require_widgets, _show_token, _token_axis, _token_grid,
                            _token_options)
 from .attention import attention_reference
+from .blocks import AttentionWeights
 from .plotting import attention_heatmap
 
 
@@ -205,7 +207,14 @@ def self_attention_explorer(tokens: Sequence[str], embeddings: ArrayLike, seed: 
 # 6. Heads of a trained model (chapter 7)
 # ----------------------------------------------------------------------------------------------------------------
 def _stack_layers(weights) -> torch.Tensor:
-    """(L, H, T, S) from a tensor, or from a list of per-layer (H, T, S) / (1, H, T, S) tensors (a model's output)."""
+    """(L, H, T, S) from a tensor, from a list of per-layer (H, T, S) / (1, H, T, S) tensors, or from a model's
+    :class:`~transformer_lib.blocks.AttentionWeights` when it holds one kind of attention."""
+    if isinstance(weights, AttentionWeights):
+        kinds = [f.name for f in fields(weights) if getattr(weights, f.name)]
+        if len(kinds) != 1:
+            raise ValueError(f"weights holds {len(kinds)} kinds of attention ({', '.join(kinds) or 'none'}); "
+                             f"pass one, e.g. weights.{kinds[-1] if kinds else 'self_attn'}")
+        weights = getattr(weights, kinds[0])
     if isinstance(weights, (list, tuple)):
         if not weights:
             raise ValueError("weights is an empty list; expected one (H, T, S) tensor per layer")
@@ -228,7 +237,8 @@ def head_weights(weights, layer: int, head: int) -> np.ndarray:
     """The (T, S) attention map of one head of one layer.
 
     Args:
-        weights: (L, H, T, S), or a list of L per-layer (H, T, S) or (1, H, T, S) tensors (as models return them).
+        weights: (L, H, T, S), a list of L per-layer (H, T, S) or (1, H, T, S) tensors, or a model's
+            :class:`~transformer_lib.blocks.AttentionWeights` holding one kind (``w.cross_attn``…).
         layer: layer index.
         head: head index.
     """
@@ -267,7 +277,8 @@ def heads_explorer(tokens: Sequence[str], weights, key_tokens: Optional[Sequence
 
     Args:
         tokens: query tokens (T).
-        weights: (L, H, T, S) or a list of per-layer (H, T, S) / (1, H, T, S) tensors.
+        weights: (L, H, T, S), a list of per-layer (H, T, S) / (1, H, T, S) tensors, or a model's
+            :class:`~transformer_lib.blocks.AttentionWeights` holding one kind of attention.
         key_tokens: key tokens (S) for cross-attention; defaults to ``tokens``.
     """
     w = _stack_layers(weights)

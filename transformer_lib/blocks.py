@@ -3,10 +3,14 @@
 A block is ``x + sublayer(norm(x))`` (pre-norm, Xiong et al., 2020) or ``norm(x + sublayer(x))`` (post-norm, the
 original Transformer). The flags ``residual`` and ``norm=None`` exist so the book can take them away and measure
 what they bring (chapters 8 and 9).
+
+With ``return_weights=True`` an attention function or layer returns its weights as one tensor; a block, and every
+model built from blocks, returns an :class:`AttentionWeights`: one tensor per layer and kind of attention, so the
+same code reads the weights of one block, an encoder, a language model or an encoder–decoder.
 """
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass, fields
 from typing import Optional, Tuple, Union
 
 import torch
@@ -17,6 +21,7 @@ from ._checks import check_choice, check_positive_int, check_tensor
 from .multihead import LayerCache, MultiHeadAttention
 
 __all__ = [
+    "AttentionWeights",
     "ACTIVATIONS",
     "FeedForward",
     "LayerNorm",
@@ -29,6 +34,46 @@ __all__ = [
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu")
 NORMS = ("layer", "rms", None)
+
+
+@dataclass(frozen=True, eq=False)  # tensors have no single truth value: compare the fields
+class AttentionWeights:
+    """The attention weights of a block or a model: one (B, H, T, S) tensor per layer, by kind of attention.
+
+    Fields:
+        self_attn: each layer's self-attention, in order (an encoder's, or a decoder's masked self-attention).
+        cross_attn: each decoder layer's cross-attention to the encoder's memory (empty without memory).
+        encoder: the source side's self-attention in an encoder–decoder (empty in every other model).
+
+    Blocks return one layer (``w.self_attn[0]``); a stack of blocks adds them up layer by layer (``w1 + w2``).
+
+    Example::
+
+        logits, w = model(src, tgt_in, return_weights=True)     # an EncoderDecoder
+        w.cross_attn[-1][0, 2]                                  # last layer, example 0, head 2: (T, S)
+    """
+
+    self_attn: Tuple[torch.Tensor, ...] = ()
+    cross_attn: Tuple[torch.Tensor, ...] = ()
+    encoder: Tuple[torch.Tensor, ...] = ()
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, (tuple, list)) or not all(isinstance(w, torch.Tensor) for w in value):
+                raise TypeError(f"AttentionWeights.{f.name} must be a tuple of tensors (one per layer), "
+                                f"got {type(value).__name__}")
+            object.__setattr__(self, f.name, tuple(value))
+
+    def __add__(self, other: "AttentionWeights") -> "AttentionWeights":
+        """The weights of this stack of layers followed by ``other``'s."""
+        if not isinstance(other, AttentionWeights):
+            return NotImplemented
+        return AttentionWeights(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def cpu(self) -> "AttentionWeights":
+        """The same weights on the CPU (for plotting and counting)."""
+        return AttentionWeights(**{f.name: tuple(w.cpu() for w in getattr(self, f.name)) for f in fields(self)})
 
 
 def _activation(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -162,7 +207,8 @@ class EncoderBlock(nn.Module):
         norm_eps: epsilon of the norms (default: the norm's own).
 
     Shapes:
-        x (B, T, D), mask bool broadcastable to (B, H, T, T) -> (B, T, D) [, weights (B, H, T, T)].
+        x (B, T, D), mask bool broadcastable to (B, H, T, T) -> (B, T, D) [, :class:`AttentionWeights` with
+        ``self_attn`` = ((B, H, T, T),)].
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: Optional[int] = None, dropout: float = 0.0,
@@ -177,12 +223,12 @@ class EncoderBlock(nn.Module):
         self.ff_sub = _Sublayer(d_model, norm, norm_first, residual, dropout, norm_eps, bias) if d_ff else None
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None, return_weights: bool = False,
-                causal: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+                causal: bool = False) -> Union[torch.Tensor, Tuple[torch.Tensor, AttentionWeights]]:
         x, weights = self.attn_sub(x, lambda h: self.attn(h, mask=mask, return_weights=return_weights,
                                                           causal=causal))
         if self.ff is not None:
             x, _ = self.ff_sub(x, self.ff)
-        return (x, weights) if return_weights else x
+        return (x, AttentionWeights(self_attn=(weights,))) if return_weights else x
 
 
 class DecoderBlock(nn.Module):
@@ -195,7 +241,8 @@ class DecoderBlock(nn.Module):
 
     Shapes:
         x (B, T, D), memory (B, S, D), mask bool broadcastable to (B, H, T, T), memory_mask bool broadcastable
-        to (B, H, T, S) -> (B, T, D) [, (self weights (B, H, T, T), cross weights (B, H, T, S) or None)].
+        to (B, H, T, S) -> (B, T, D) [, :class:`AttentionWeights` with ``self_attn`` = ((B, H, T, T),) and
+        ``cross_attn`` = ((B, H, T, S),), or () without memory].
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: Optional[int] = None, dropout: float = 0.0,
@@ -226,4 +273,6 @@ class DecoderBlock(nn.Module):
                                                                      return_weights=return_weights))
         if self.ff is not None:
             x, _ = self.ff_sub(x, self.ff)
-        return (x, (self_w, cross_w)) if return_weights else x
+        if return_weights:
+            return x, AttentionWeights(self_attn=(self_w,), cross_attn=() if cross_w is None else (cross_w,))
+        return x

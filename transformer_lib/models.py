@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Dict, List, Optional, Union
+from typing import Dict, Optional
 
 import torch
 from torch import nn
 
 from ._checks import check_choice, check_ids, check_positive_int, check_tensor
 from .attention import padding_mask, real_tokens
-from .blocks import ACTIVATIONS, NORMS, DecoderBlock, EncoderBlock, make_norm
+from .blocks import ACTIVATIONS, NORMS, AttentionWeights, DecoderBlock, EncoderBlock, make_norm
 from .multihead import KVCache
 from .positional import (POSITION_KINDS, LearnedPositionalEmbedding, SinusoidalPositionalEncoding,
                          make_attention_position)
@@ -206,7 +206,8 @@ class Encoder(nn.Module):
 
     Shapes:
         ids (B, S) -> hidden (B, S, D). ``mask``: (B, S) bool real-token mask, or a bool attention mask
-        broadcastable to (B, H, S, S); by default keys equal to ``cfg.pad_id`` are masked.
+        broadcastable to (B, H, S, S); by default keys equal to ``cfg.pad_id`` are masked. With
+        ``return_weights=True``, also an :class:`~transformer_lib.blocks.AttentionWeights` (``self_attn``).
     """
 
     def __init__(self, cfg: EncoderConfig, embedding: Optional[TokenEmbedding] = None):
@@ -230,11 +231,11 @@ class Encoder(nn.Module):
         """:meth:`forward`, with the argument names that error messages use (``src`` in an encoder–decoder)."""
         key_mask = _key_mask(mask, ids, self.cfg.pad_id, mask_name)
         x = self.embed(ids, name=name)
-        weights = []
+        weights = AttentionWeights()
         for block in self.blocks:
             if return_weights:
                 x, w = block(x, mask=key_mask, return_weights=True)
-                weights.append(w)
+                weights += w
             else:
                 x = block(x, mask=key_mask)
         x = self.norm(x)
@@ -275,20 +276,21 @@ class DecoderLM(nn.Module):
         Args:
             ids: token ids.
             cache: a :class:`~transformer_lib.multihead.KVCache`; ``ids`` are then the tokens after the cached ones.
-            return_weights: also return each layer's self-attention weights.
+            return_weights: also return each layer's self-attention weights, an
+                :class:`~transformer_lib.blocks.AttentionWeights` (``self_attn``).
             causal: apply the future mask (set False only to demonstrate what goes wrong without it).
         """
         if cache is not None and not isinstance(cache, KVCache):
             raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
         start = cache.length if cache is not None else 0
         x = self.embed(ids, start=start)
-        weights = []
+        weights = AttentionWeights()
         for i, block in enumerate(self.blocks):
             layer_cache = (cache.self_attn[i], None) if cache is not None else None
             out = block(x, causal=causal, cache=layer_cache, return_weights=return_weights)
             if return_weights:
-                x, (w, _) = out
-                weights.append(w)
+                x, w = out
+                weights += w
             else:
                 x = out
         logits = self.lm_head(self.norm(x))
@@ -321,7 +323,9 @@ class EncoderDecoder(nn.Module):
 
     Shapes:
         src (B, S), tgt (B, T) -> logits (B, T, V_tgt). ``src_mask`` (B, S) bool real-token mask; by default
-        source tokens equal to ``cfg.pad_id`` are masked.
+        source tokens equal to ``cfg.pad_id`` are masked. With ``return_weights=True``, also an
+        :class:`~transformer_lib.blocks.AttentionWeights`: ``encoder``, ``self_attn`` (the decoder's) and
+        ``cross_attn``, one (B, H, ·, ·) tensor per layer each.
     """
 
     def __init__(self, cfg: EncoderDecoderConfig):
@@ -356,7 +360,7 @@ class EncoderDecoder(nn.Module):
         return _key_mask(src_mask, src, self.cfg.pad_id, "src_mask")
 
     def encode(self, src: torch.Tensor, src_mask: Optional[torch.Tensor] = None, return_weights: bool = False):
-        """Encoder output ``memory`` (B, S, D)."""
+        """Encoder output ``memory`` (B, S, D) [, its :class:`~transformer_lib.blocks.AttentionWeights`]."""
         return self.encoder._encode(src, src_mask, return_weights, name="src", mask_name="src_mask")
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: Optional[torch.Tensor] = None,
@@ -379,23 +383,20 @@ class EncoderDecoder(nn.Module):
             raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
         start = cache.length if cache is not None else 0
         x = self.tgt_embed(tgt, start=start, name="tgt")
-        self_ws, cross_ws = [], []
+        weights = AttentionWeights()
         for i, block in enumerate(self.decoder_blocks):
             layer_cache = (cache.self_attn[i], cache.cross_attn[i]) if cache is not None else None
             out = block(x, memory=memory, memory_mask=mem_mask, causal=True, cache=layer_cache,
                         return_weights=return_weights)
             if return_weights:
-                x, (sw, cw) = out
-                self_ws.append(sw)
-                cross_ws.append(cw)
+                x, w = out
+                weights += w
             else:
                 x = out
         logits = self.lm_head(self.decoder_norm(x))
         if self.logits_bias is not None:
             logits = logits + self.logits_bias
-        if return_weights:
-            return logits, {"self": self_ws, "cross": cross_ws}
-        return logits
+        return (logits, weights) if return_weights else logits
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: Optional[torch.Tensor] = None,
                 return_weights: bool = False):
@@ -405,7 +406,7 @@ class EncoderDecoder(nn.Module):
         if return_weights:
             memory, enc_w = self.encode(src, src_mask, return_weights=True)
             logits, dec_w = self.decode(tgt, memory, src_mask, return_weights=True)
-            return logits, {"encoder": enc_w, **dec_w}
+            return logits, AttentionWeights(encoder=enc_w.self_attn) + dec_w
         memory = self.encode(src, src_mask)
         return self.decode(tgt, memory, src_mask)
 
