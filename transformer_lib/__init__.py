@@ -2,14 +2,14 @@
 
 Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score functions, softmax attention),
 :mod:`~transformer_lib.multihead`, :mod:`~transformer_lib.positional`, :mod:`~transformer_lib.blocks`,
-:mod:`~transformer_lib.models`, :mod:`~transformer_lib.rnn`, :mod:`~transformer_lib.efficient` (with :mod:`~transformer_lib.sparse`),
-:mod:`~transformer_lib.generation`, :mod:`~transformer_lib.tokenizers`,
-:mod:`~transformer_lib.tasks`, :mod:`~transformer_lib.data` (batches; re-exports the other two), :mod:`~transformer_lib.training`
+:mod:`~transformer_lib.models`, :mod:`~transformer_lib.rnn`, :mod:`~transformer_lib.efficient`
+(with :mod:`~transformer_lib.sparse`), :mod:`~transformer_lib.generation`, :mod:`~transformer_lib.tokenizers`,
+:mod:`~transformer_lib.tasks` (with :mod:`~transformer_lib.translation_task`),
+:mod:`~transformer_lib.data` (batches; re-exports the other two), :mod:`~transformer_lib.training`
 (with :mod:`~transformer_lib.losses`, :mod:`~transformer_lib.distributed` and
-:mod:`~transformer_lib.checkpoints`),
-:mod:`~transformer_lib.interop` (with :mod:`~transformer_lib.huggingface`), :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`,
-:mod:`~transformer_lib.exercises`, :mod:`~transformer_lib.presets` (settings a chapter shares with the
-benchmarks).
+:mod:`~transformer_lib.checkpoints`), :mod:`~transformer_lib.interop` (with :mod:`~transformer_lib.huggingface`),
+:mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`, :mod:`~transformer_lib.exercises`,
+:mod:`~transformer_lib.presets` (settings a chapter shares with the benchmarks).
 """
 from importlib import import_module as _import_module
 
@@ -25,8 +25,9 @@ from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePosition, Ro
 __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient", "sparse",
-               "generation", "tokenizers", "tasks", "data", "training", "losses", "distributed", "checkpoints",
-               "interop", "huggingface", "plotting", "diagrams", "widgets", "exercises", "ledger", "notebook", "presets")
+               "generation", "tokenizers", "tasks", "translation_task", "data", "training", "losses", "distributed",
+               "checkpoints", "interop", "huggingface", "plotting", "diagrams", "widgets", "exercises", "ledger",
+               "notebook", "presets")
 
 
 def __getattr__(name):

@@ -90,6 +90,12 @@ def check_positive_int(name: str, value, allow_zero: bool = False) -> None:
         raise ValueError(f"{name} must be {want}, got {value}")
 
 
+def check_seed(seed) -> None:
+    """Check that a random seed is a (non-bool) int."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+
+
 def check_ids(name: str, ids, vocab_size: int) -> torch.Tensor:
     """Check a (B, T) tensor of token ids against the vocabulary size."""
     check_tensor(name, ids, ndim=2, dtype="int")

@@ -16,11 +16,11 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_positive_int, check_seed, check_tensor
 from .attention import real_tokens
 
 # Re-exported for the chapters (documented in their own modules, so not listed in __all__).
-from .tasks import (AGREEMENT_VERBS, TRANSLATION_LEXICON, _check_seed, _generator, _QUERY_ID,  # noqa: F401
+from .tasks import (AGREEMENT_VERBS, TRANSLATION_LEXICON, _generator, _QUERY_ID,  # noqa: F401
                     agreement_vocab, alignment, describe_translation, make_agreement_data, make_lookback_data,
                     make_retrieval_data, make_translation_data, reference_translate, retrieval_vocab_size,
                     subject_verb_distance, translation_splits, translation_vocabs)
@@ -105,7 +105,7 @@ def batches_by_length(pairs, batch_size: int, seed: int = 0) -> List[List[int]]:
     """
     _check_pairs(pairs)
     check_positive_int("batch_size", batch_size)
-    _check_seed(seed)
+    check_seed(seed)
     rng = random.Random(seed)
     keys = [(len(s), rng.random(), i) for i, (s, _) in enumerate(pairs)]
     order = [i for _, _, i in sorted(keys)]
@@ -132,7 +132,7 @@ def iterate_batches(pairs, src_vocab: Vocab, tgt_vocab: Vocab, batch_size: int =
     """
     _check_pairs(pairs)
     check_positive_int("batch_size", batch_size)
-    _check_seed(seed)
+    check_seed(seed)
     if n_batches is not None:
         check_positive_int("n_batches", n_batches)
     enc = _encode_pairs(pairs, src_vocab, tgt_vocab)
