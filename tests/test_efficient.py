@@ -264,6 +264,25 @@ def test_flops_scaling():
     assert 1.9 < sp2["scores"] / sp1["scores"] < 2.1  # about linear
     f = flops_per_layer("full", 100, d, causal=True)
     assert f["total"] == f["attention"] + f["projections"] and f["scores"] == 2 * 5050 * d
+    assert f["feed_forward"] == 0
+
+
+@pytest.mark.parametrize("n, d, d_ff", [(16, 32, 64), (40, 24, 96), (7, 8, 8)])
+def test_flops_per_layer_counts_what_torch_counts(n, d, d_ff):
+    """The formula against PyTorch's own FLOP counter on a whole encoder block, and on its attention alone."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from transformer_lib.blocks import EncoderBlock
+
+    block = EncoderBlock(d, 4, d_ff=d_ff).eval()
+    x = torch.randn(2, n, d)  # two sequences: twice the per-sequence count
+    for module, want in ((block, flops_per_layer("full", n, d, d_ff=d_ff)["total"]),
+                         (block.attn, flops_per_layer("full", n, d)["total"])):
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            module(x, return_weights=True)  # the reference path: every product a counted matmul
+        assert counter.get_total_flops() == 2 * want, (type(module).__name__, counter.get_total_flops(), want)
+    with pytest.raises(ValueError, match="d_ff must be a positive int, got 0"):
+        flops_per_layer("full", n, d, d_ff=0)
 
 
 # ---------------------------------------------------------------------------------------------------- bad inputs

@@ -135,10 +135,9 @@ def attention_cost(n: int, d: int, d_ff: Optional[int] = None, bytes_per: int = 
     d_ff = 4 * d if d_ff is None else d_ff
     check_positive_int("d_ff", d_ff)
     score_elements = n_heads * n * n
-    flops = flops_per_layer("full", n, d)  # the library's count: projections 8 n d², scores and mixing 2 n² d each
-    projection, scores, mix, attention = flops["projections"], flops["scores"], flops["values"], flops["total"]
-    ffn = 4 * n * d * d_ff
-    total = attention + ffn
+    flops = flops_per_layer("full", n, d, d_ff=d_ff)  # the library's count (8 n d², 2 n² d twice, 4 n d d_ff)
+    projection, scores, mix, ffn = flops["projections"], flops["scores"], flops["values"], flops["feed_forward"]
+    attention, total = flops["attention"] + projection, flops["total"]
     return {"score_elements": score_elements, "score_bytes": score_elements * bytes_per,
             "projection_flops": projection, "score_flops": scores, "mix_flops": mix,
             "attention_flops": attention, "ffn_flops": ffn, "total_flops": total,

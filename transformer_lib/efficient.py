@@ -189,36 +189,45 @@ def attention_pattern_density(kind: str, n: int, **kw) -> float:
 
 
 def flops_per_layer(kind: str, n: int, d_model: int, k: Optional[int] = None, window: Optional[int] = None,
-                    n_global: int = 0, n_random: int = 0, causal: bool = False) -> Dict[str, int]:
-    """FLOPs of one self-attention layer on one length-``n`` sequence, by part.
+                    n_global: int = 0, n_random: int = 0, causal: bool = False,
+                    d_ff: Optional[int] = None) -> Dict[str, int]:
+    """FLOPs of one self-attention layer (and, with ``d_ff``, its feed-forward network) on one length-``n``
+    sequence, by part.
 
-    Convention: 2 FLOPs per multiply-add; softmax, masking, biases and dropout are not counted. Summed over the
-    heads (``H · Dh = D``), so the number of heads does not appear.
+    Convention: 2 FLOPs per multiply-add; softmax, masking, norms, biases, activations and dropout are not counted
+    (the convention of :class:`torch.utils.flop_counter.FlopCounterMode`, which the tests count against). Summed
+    over the heads (``H · Dh = D``), so the number of heads does not appear.
 
     * ``scores``: ``q kᵀ``, 2 · pairs · D (pairs from :func:`attention_pairs`);
     * ``values``: weights times values, 2 · pairs · D;
     * ``seq_proj``: Linformer's ``E k`` and ``F v``, 2 · 2 · k · n · D (zero otherwise);
     * ``attention`` = scores + values + seq_proj;
     * ``projections``: ``in_proj`` and ``out_proj``, 2 · n · D · 3D + 2 · n · D · D = 8 n D²;
-    * ``total`` = attention + projections.
+    * ``feed_forward``: its two linear maps, 2 · 2 · n · D · d_ff = 4 n D d_ff (zero without ``d_ff``);
+    * ``total`` = attention + projections + feed_forward.
 
     Args:
         kind: ``'full'``, ``'linformer'`` or ``'sparse'``.
         n: sequence length.
         d_model: model width ``D``.
         k, window, n_global, n_random, causal: as in :func:`attention_pairs`.
+        d_ff: hidden width of the layer's feed-forward network (None: count the attention only).
 
     Returns:
-        dict with keys ``scores, values, seq_proj, attention, projections, total`` (ints).
+        dict with keys ``scores, values, seq_proj, attention, projections, feed_forward, total`` (ints).
     """
     check_positive_int("d_model", d_model)
+    if d_ff is not None:
+        check_positive_int("d_ff", d_ff)
     pairs = attention_pairs(kind, n, k=k, window=window, n_global=n_global, n_random=n_random, causal=causal)
     scores = values = 2 * pairs * d_model
     seq_proj = 4 * k * n * d_model if kind == "linformer" else 0
     attention = scores + values + seq_proj
     projections = 8 * n * d_model * d_model
+    feed_forward = 4 * n * d_model * d_ff if d_ff is not None else 0
     return {"scores": scores, "values": values, "seq_proj": seq_proj, "attention": attention,
-            "projections": projections, "total": attention + projections}
+            "projections": projections, "feed_forward": feed_forward,
+            "total": attention + projections + feed_forward}
 
 
 # ----------------------------------------------------------------------------------------------------------------
