@@ -187,13 +187,11 @@ def from_hf(model: nn.Module) -> nn.Module:
         ValueError: a config option the library cannot express (named in the message).
     """
     transformers = _require_transformers("from_hf")
-    if isinstance(model, transformers.GPT2LMHeadModel):
-        ours = _gpt2(model)
-    elif isinstance(model, transformers.MarianMTModel):
-        ours = _marian(model)
-    else:
+    converters = ((transformers.GPT2LMHeadModel, _gpt2), (transformers.MarianMTModel, _marian))
+    convert = next((c for cls, c in converters if isinstance(model, cls)), None)
+    if convert is None:
         raise TypeError(f"from_hf supports {', '.join(SUPPORTED_HF)}; got {type(model).__name__}")
-    return ours.eval()
+    return convert(model).eval()
 
 
 # Hugging Face's output field -> AttentionWeights field

@@ -139,36 +139,38 @@ def _mha_from_torch(m: nn.MultiheadAttention) -> MultiHeadAttention:
     return ours
 
 
-def _encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderBlock:
-    _check_torch_mha(layer.self_attn, "self_attn")
-    ours = EncoderBlock(layer.self_attn.embed_dim, layer.self_attn.num_heads, d_ff=layer.linear1.out_features,
-                        dropout=layer.dropout.p, activation=_torch_activation(layer.activation),
-                        norm_first=layer.norm_first, bias=layer.linear1.bias is not None,
-                        norm_eps=_norm_eps(layer.norm1, layer.norm2))
-    ours = _like(ours, layer)
-    _copy_torch_mha(ours.attn, layer.self_attn, "self_attn")
-    _copy_norm(ours.attn_sub.norm, layer.norm1, "norm1")
+def _torch_block_options(layer, *norms: nn.LayerNorm) -> dict:
+    """The library block's arguments that express a ``nn.Transformer*Layer``."""
+    return dict(d_model=layer.self_attn.embed_dim, n_heads=layer.self_attn.num_heads, d_ff=layer.linear1.out_features,
+                dropout=layer.dropout.p, activation=_torch_activation(layer.activation), norm_first=layer.norm_first,
+                bias=layer.linear1.bias is not None, norm_eps=_norm_eps(*norms))
+
+
+def _copy_torch_feed_forward(ours, layer, norm: nn.LayerNorm, norm_name: str) -> None:
     _copy_linear(ours.ff.w1, layer.linear1.weight, layer.linear1.bias, "linear1")
     _copy_linear(ours.ff.w2, layer.linear2.weight, layer.linear2.bias, "linear2")
-    _copy_norm(ours.ff_sub.norm, layer.norm2, "norm2")
+    _copy_norm(ours.ff_sub.norm, norm, norm_name)
+
+
+def _encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderBlock:
+    _check_torch_mha(layer.self_attn, "self_attn")
+    ours = _like(EncoderBlock(**_torch_block_options(layer, layer.norm1, layer.norm2)), layer)
+    _copy_torch_mha(ours.attn, layer.self_attn, "self_attn")
+    _copy_norm(ours.attn_sub.norm, layer.norm1, "norm1")
+    _copy_torch_feed_forward(ours, layer, layer.norm2, "norm2")
     return ours
 
 
 def _decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderBlock:
     _check_torch_mha(layer.self_attn, "self_attn")
     _check_torch_mha(layer.multihead_attn, "multihead_attn")
-    ours = DecoderBlock(layer.self_attn.embed_dim, layer.self_attn.num_heads, d_ff=layer.linear1.out_features,
-                        dropout=layer.dropout.p, activation=_torch_activation(layer.activation),
-                        norm_first=layer.norm_first, bias=layer.linear1.bias is not None, cross_attention=True,
-                        norm_eps=_norm_eps(layer.norm1, layer.norm2, layer.norm3))
-    ours = _like(ours, layer)
+    options = _torch_block_options(layer, layer.norm1, layer.norm2, layer.norm3)
+    ours = _like(DecoderBlock(**options, cross_attention=True), layer)
     _copy_torch_mha(ours.self_attn, layer.self_attn, "self_attn")
     _copy_norm(ours.self_sub.norm, layer.norm1, "norm1")
     _copy_torch_mha(ours.cross_attn, layer.multihead_attn, "multihead_attn")
     _copy_norm(ours.cross_sub.norm, layer.norm2, "norm2")
-    _copy_linear(ours.ff.w1, layer.linear1.weight, layer.linear1.bias, "linear1")
-    _copy_linear(ours.ff.w2, layer.linear2.weight, layer.linear2.bias, "linear2")
-    _copy_norm(ours.ff_sub.norm, layer.norm3, "norm3")
+    _copy_torch_feed_forward(ours, layer, layer.norm3, "norm3")
     return ours
 
 
@@ -197,15 +199,12 @@ def from_torch(module: nn.Module) -> nn.Module:
         ValueError: for an option the library cannot express (``kdim``/``vdim`` different from ``embed_dim``,
             ``add_bias_kv``, ``add_zero_attn``, another activation).
     """
-    if isinstance(module, nn.TransformerEncoderLayer):
-        ours = _encoder_layer_from_torch(module)
-    elif isinstance(module, nn.TransformerDecoderLayer):
-        ours = _decoder_layer_from_torch(module)
-    elif isinstance(module, nn.MultiheadAttention):
-        ours = _mha_from_torch(module)
-    else:
+    converters = ((nn.TransformerEncoderLayer, _encoder_layer_from_torch),
+                  (nn.TransformerDecoderLayer, _decoder_layer_from_torch), (nn.MultiheadAttention, _mha_from_torch))
+    convert = next((c for cls, c in converters if isinstance(module, cls)), None)
+    if convert is None:
         raise TypeError(f"from_torch supports {', '.join(SUPPORTED_TORCH)}; got {type(module).__name__}")
-    return ours.eval()
+    return convert(module).eval()
 
 
 @torch.no_grad()

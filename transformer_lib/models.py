@@ -201,6 +201,23 @@ def _key_mask(mask: Optional[torch.Tensor], ids: torch.Tensor, pad_id: Optional[
     return mask
 
 
+def _through_blocks(blocks: nn.ModuleList, x: torch.Tensor, return_weights: bool, caches=None, **kwargs):
+    """``x`` through each block in turn (block ``i`` with ``cache=caches[i]`` when given): the output, and the
+    blocks' :class:`~transformer_lib.blocks.AttentionWeights` added up layer by layer (empty without
+    ``return_weights``)."""
+    weights = AttentionWeights()
+    for i, block in enumerate(blocks):
+        if caches is not None:
+            kwargs["cache"] = caches[i]
+        out = block(x, return_weights=return_weights, **kwargs)
+        if return_weights:
+            x, w = out
+            weights += w
+        else:
+            x = out
+    return x, weights
+
+
 class Encoder(nn.Module):
     """A stack of :class:`~transformer_lib.blocks.EncoderBlock` over token embeddings (no future mask).
 
@@ -231,13 +248,7 @@ class Encoder(nn.Module):
         """:meth:`forward`, with the argument names that error messages use (``src`` in an encoder–decoder)."""
         key_mask = _key_mask(mask, ids, self.cfg.pad_id, mask_name)
         x = self.embed(ids, name=name)
-        weights = AttentionWeights()
-        for block in self.blocks:
-            if return_weights:
-                x, w = block(x, mask=key_mask, return_weights=True)
-                weights += w
-            else:
-                x = block(x, mask=key_mask)
+        x, weights = _through_blocks(self.blocks, x, return_weights, mask=key_mask)
         x = self.norm(x)
         return (x, weights) if return_weights else x
 
@@ -284,15 +295,8 @@ class DecoderLM(nn.Module):
             raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
         start = cache.length if cache is not None else 0
         x = self.embed(ids, start=start)
-        weights = AttentionWeights()
-        for i, block in enumerate(self.blocks):
-            layer_cache = (cache.self_attn[i], None) if cache is not None else None
-            out = block(x, causal=causal, cache=layer_cache, return_weights=return_weights)
-            if return_weights:
-                x, w = out
-                weights += w
-            else:
-                x = out
+        caches = [(c, None) for c in cache.self_attn] if cache is not None else None
+        x, weights = _through_blocks(self.blocks, x, return_weights, caches, causal=causal)
         logits = self.lm_head(self.norm(x))
         return (logits, weights) if return_weights else logits
 
@@ -383,16 +387,9 @@ class EncoderDecoder(nn.Module):
             raise TypeError(f"cache must be a KVCache from model.new_cache(), got {type(cache).__name__}")
         start = cache.length if cache is not None else 0
         x = self.tgt_embed(tgt, start=start, name="tgt")
-        weights = AttentionWeights()
-        for i, block in enumerate(self.decoder_blocks):
-            layer_cache = (cache.self_attn[i], cache.cross_attn[i]) if cache is not None else None
-            out = block(x, memory=memory, memory_mask=mem_mask, causal=True, cache=layer_cache,
-                        return_weights=return_weights)
-            if return_weights:
-                x, w = out
-                weights += w
-            else:
-                x = out
+        caches = list(zip(cache.self_attn, cache.cross_attn)) if cache is not None else None
+        x, weights = _through_blocks(self.decoder_blocks, x, return_weights, caches, memory=memory,
+                                     memory_mask=mem_mask, causal=True)
         logits = self.lm_head(self.decoder_norm(x))
         if self.logits_bias is not None:
             logits = logits + self.logits_bias

@@ -161,11 +161,39 @@ def _check_text(name: str, text) -> None:
         raise ValueError(f"{name} is empty; expected some text")
 
 
-class CharTokenizer:
+class _TextTokenizer:
+    """What both text tokenizers share: a :class:`Vocab` (``self.vocab``), its size, and decoding to text."""
+
+    vocab: Vocab
+    kind: str  # the "type" field of the saved file
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def decode(self, ids, strip_special: bool = True) -> str:
+        return "".join(self.vocab.decode(ids, strip_special=strip_special))
+
+    @classmethod
+    def _read(cls, path) -> dict:
+        """The saved fields at ``path``, after checking that they describe this kind of tokenizer."""
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        if d.get("type") != cls.kind:
+            raise ValueError(f"{path} holds a {d.get('type')!r} tokenizer, expected {cls.kind!r}")
+        return d
+
+
+class CharTokenizer(_TextTokenizer):
     """One token per character; characters not seen when fitting encode as ``<unk>``.
 
     Build with :meth:`fit` (``CharTokenizer.fit(text)``) or from a :class:`Vocab` of single characters.
     """
+
+    kind = "char"
 
     def __init__(self, vocab: Vocab):
         if not isinstance(vocab, Vocab):
@@ -178,33 +206,19 @@ class CharTokenizer:
         _check_text("text", text)
         return cls(Vocab(sorted(set(text))))
 
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
     def encode(self, text: str) -> List[int]:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         get = self.vocab.stoi.get
         return [get(c, UNK_ID) for c in text]
 
-    def decode(self, ids, strip_special: bool = True) -> str:
-        return "".join(self.vocab.decode(ids, strip_special=strip_special))
-
     def save(self, path) -> None:
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"type": "char", "tokens": self.vocab.tokens}, f, ensure_ascii=False)
+            json.dump({"type": self.kind, "tokens": self.vocab.tokens}, f, ensure_ascii=False)
 
     @classmethod
     def load(cls, path) -> "CharTokenizer":
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-        if d.get("type") != "char":
-            raise ValueError(f"{path} holds a {d.get('type')!r} tokenizer, expected 'char'")
-        return cls(Vocab(d["tokens"]))
+        return cls(Vocab(cls._read(path)["tokens"]))
 
 
 # GPT-2's pre-tokenizer (Radford et al., 2019) with Python's ``re``: contractions, letters, digits, other symbols,
@@ -218,7 +232,7 @@ def pretokenize(text: str) -> List[str]:
     return _PRETOKENIZE.findall(text)
 
 
-class BPETokenizer:
+class BPETokenizer(_TextTokenizer):
     """Byte-pair encoding (Sennrich et al., 2016) over characters, trained from scratch in pure Python.
 
     The base alphabet is the set of characters of the training text; each merge joins the most frequent adjacent
@@ -230,6 +244,8 @@ class BPETokenizer:
         tokens: the ordinary tokens in id order (the alphabet, then one token per merge).
         merges: the learned merges ``(left, right)`` in order.
     """
+
+    kind = "bpe"
 
     def __init__(self, tokens: Sequence[str], merges: Sequence[Tuple[str, str]]):
         self.vocab = Vocab(tokens)
@@ -309,13 +325,6 @@ class BPETokenizer:
             pair_counts.pop(pair, None)
         return cls(tokens, merges)
 
-    def __len__(self) -> int:
-        return len(self.vocab)
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
     def _encode_word(self, word: str) -> List[int]:
         ids = self._cache.get(word)
         if ids is not None:
@@ -353,18 +362,12 @@ class BPETokenizer:
             out.extend(self._encode_word(word))
         return out
 
-    def decode(self, ids, strip_special: bool = True) -> str:
-        return "".join(self.vocab.decode(ids, strip_special=strip_special))
-
     def save(self, path) -> None:
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"type": "bpe", "tokens": self.vocab.tokens, "merges": [list(m) for m in self.merges]},
+            json.dump({"type": self.kind, "tokens": self.vocab.tokens, "merges": [list(m) for m in self.merges]},
                       f, ensure_ascii=False)
 
     @classmethod
     def load(cls, path) -> "BPETokenizer":
-        with open(path, encoding="utf-8") as f:
-            d = json.load(f)
-        if d.get("type") != "bpe":
-            raise ValueError(f"{path} holds a {d.get('type')!r} tokenizer, expected 'bpe'")
+        d = cls._read(path)
         return cls(d["tokens"], [tuple(m) for m in d["merges"]])
