@@ -362,7 +362,9 @@ class RNNSeq2Seq(nn.Module):
             src_mask: (B, S) or (B, 1, 1, S) bool real-token mask of the source; if None it comes from ``src``
                 (``src != cfg.pad_id``), and with neither every source position is real.
             cache: an :class:`RNNCache` from :meth:`new_cache`, updated in place.
-            return_weights: also return the attention weights (``None`` without attention).
+            return_weights: also return the attention weights (``None`` without attention). The decoder has one
+                attention with one head, so they come as one tensor, as an attention layer returns them (a
+                Transformer's blocks and models return an :class:`~transformer_lib.blocks.AttentionWeights`).
             src: the source ids, only to derive ``src_mask``.
 
         Shapes:
