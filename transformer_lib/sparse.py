@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_positive_int, check_same_device, check_tensor
+from ._checks import check_choice, check_positive_int, check_same_device, check_seed, check_tensor
 from .attention import check_mask, combine_masks, masked_softmax, scaled_dot_product_attention
 from .multihead import LayerCache, MultiHeadAttention, merge_heads, split_heads
 
@@ -58,8 +58,7 @@ def _check_pattern_args(seq_len, window, n_global, n_random, seed) -> None:
     _check_non_negative("window", window)
     _check_non_negative("n_global", n_global)
     _check_non_negative("n_random", n_random)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    check_seed(seed)
 
 
 def _row_chunk(seq_len: int) -> int:
