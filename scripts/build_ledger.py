@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import notebooks  # noqa: E402
-from transformer_lib.ledger import VERDICTS, claim_keys, claim_label, find_claims  # noqa: E402
+from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, VERDICTS, adequacy_key, claim_keys,  # noqa: E402
+                                    claim_label, find_claims)
 
 PAGE = notebooks.ROOT / "claims.md"
 
@@ -42,8 +43,16 @@ Lectures and papers about Transformers make many statements that can be checked:
 decays with distance, one encoding extrapolates and another does not, a cost grows with the
 square of the length. This book checks them. Each chapter measures the claims of its topic in a
 code cell and records the claim in the book's words, the figure it measured and a verdict:
-*confirmed* (the measurement agrees), *nuanced* (true with a qualification the chapter states)
-or *corrected* (the measurement contradicts it).
+*confirmed* (the measurement agrees), *nuanced* (true with a qualification the chapter states),
+*corrected* (the measurement contradicts it) or *not testable at this budget*.
+
+A claim about what trained models do is only as good as their training: a model stopped before it
+has learned its task says nothing about its architecture. So every claim judged on trained models
+states a check that they were trained enough to test it (they beat a counted n-gram baseline by a
+stated margin, their loss has flattened, their accuracy has saturated) and the value it measured;
+the column *Trained enough?* shows it (✓ passed, ✗ failed). When the check fails, the verdict is
+*not testable at this budget*, whatever the measurement seemed to say. Claims that train nothing
+(shapes, counted FLOPs, exact identities, timings) need no such check.
 
 This page collects every such claim, chapter by chapter. The claim, the measured figure and the
 verdict in each row are pasted from the executed chapter, so they always show what the last run
@@ -79,6 +88,8 @@ def collect() -> list[dict]:
             text_key, value_key, verdict_key = claim_keys(claim_id)
             claims.append({"id": claim_id, "verdict": pasted(values.get(verdict_key, "")).strip(),
                            "keys": (text_key, value_key, verdict_key),
+                           "adequacy": pasted(values[adequacy_key(claim_id)]).strip()
+                           if adequacy_key(claim_id) in values else None,
                            "stored": [values.get(k, "") for k in (text_key, value_key)]})
         chapters.append({"path": path, "doc": notebooks.relative(path), "title": chapter_title(nb),
                          "number": notebooks.chapter_number(path), "claims": claims})
@@ -104,10 +115,12 @@ def render(chapters: list[dict] | None = None) -> str:
     for chapter in with_claims:
         doc = chapter["doc"]
         parts.append(f"## {chapter['title']}\n")
-        rows = ["| Claim | Measured | Verdict | Tested in |", "| --- | --- | --- | --- |"]
+        rows = ["| Claim | Measured | Trained enough? | Verdict | Tested in |", "| --- | --- | --- | --- | --- |"]
         for claim in chapter["claims"]:
             text_key, value_key, verdict_key = claim["keys"]
-            rows.append(f"| {cell(doc, text_key)} | {cell(doc, value_key)} | {cell(doc, verdict_key)} "
+            trained = (cell(doc, adequacy_key(claim["id"])) if claim["adequacy"] is not None
+                       else f"— ({TRAINS_NOTHING})")
+            rows.append(f"| {cell(doc, text_key)} | {cell(doc, value_key)} | {trained} | {cell(doc, verdict_key)} "
                         f"| {{ref}}`{claim_label(claim['id'])}` |")
         parts.append("\n".join(rows) + "\n")
     return "\n".join(parts)
@@ -121,6 +134,12 @@ def problems(chapters: list[dict]) -> list[str]:
             where = f"{chapter['doc']}: claim {claim['id']}"
             if claim["verdict"] not in VERDICTS:
                 found.append(f"{where}: verdict {claim['verdict']!r} is not one of {list(VERDICTS)}")
+            adequacy = claim["adequacy"]
+            if adequacy is not None and not adequacy.startswith(("✓", "✗")):
+                found.append(f"{where}: adequacy {adequacy!r} must start with ✓ or ✗ (use ledger.Adequacy)")
+            if adequacy is not None and adequacy.startswith("✗") and claim["verdict"] != NOT_TESTABLE:
+                found.append(f"{where}: its models fail their adequacy check ({adequacy}) but the verdict is "
+                             f"{claim['verdict']!r}, not {NOT_TESTABLE!r}")
             for key, stored in zip(claim["keys"][:2], claim["stored"]):
                 if not stored:
                     found.append(f"{where}: {key} is not glued")

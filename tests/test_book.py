@@ -23,7 +23,7 @@ from booktools import notebooks  # noqa: E402
 
 CHAPTERS = notebooks.toc_chapters()
 MIN_EXERCISES = 3
-VERDICTS = {"confirmed", "nuanced", "corrected"}
+VERDICTS = {"confirmed", "nuanced", "corrected", "not testable at this budget"}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -251,7 +251,7 @@ def test_chapter_exercises(path):
     assert not missing, f"{notebooks.relative(path)}: exercises without a solution: {missing}"
 
 
-CLAIM_KEY = re.compile(r"^claim_(\d\d)_([a-z0-9]+(?:_[a-z0-9]+)*)_(text|value|verdict)$")
+CLAIM_KEY = re.compile(r"^claim_(\d\d)_([a-z0-9]+(?:_[a-z0-9]+)*)_(text|value|verdict|adequacy)$")
 CLAIM_PARTS = {"text", "value", "verdict"}
 
 
@@ -268,13 +268,17 @@ def test_chapter_claims_convention(path):
         match = CLAIM_KEY.match(key)
         assert match and match.group(1) == number, (
             f"{notebooks.relative(path)}: glued key {key!r} must be claim_{number}_<name>_text, "
-            f"_value or _verdict (use transformer_lib.ledger.record_claim)")
+            f"_value, _verdict or _adequacy (use transformer_lib.ledger.record_claim)")
         parts.setdefault(match.group(2), set()).add(match.group(3))
         if match.group(3) == "verdict":
             verdict = text.strip()
             assert verdict in VERDICTS, (
                 f"{notebooks.relative(path)}: {key} is {verdict!r}, expected one of {sorted(VERDICTS)}")
-    incomplete = {name: sorted(CLAIM_PARTS - got) for name, got in parts.items() if got != CLAIM_PARTS}
+    failed = sorted(key for key, text in values.items() if key.endswith("_adequacy") and text.strip().startswith("✗")
+                    and values.get(key[: -len("adequacy")] + "verdict", "").strip() != "not testable at this budget")
+    assert not failed, (f"{notebooks.relative(path)}: claims whose models fail their adequacy check must have the "
+                        f"verdict 'not testable at this budget': {failed}")
+    incomplete = {name: sorted(CLAIM_PARTS - got) for name, got in parts.items() if not CLAIM_PARTS <= got}
     assert not incomplete, f"{notebooks.relative(path)}: claims missing parts: {incomplete}"
     labels = set(re.findall(r"^\(claim-([a-z0-9-]+)\)=", markdown_text(nb), re.MULTILINE))
     unlabelled = [name for name in parts if f"{number}-{name.replace('_', '-')}" not in labels]

@@ -1,10 +1,13 @@
 import pytest
 
-from transformer_lib.ledger import Text, claim_keys, claim_label, find_claims, record_claim
+from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, Adequacy, Text, accuracy_saturated,
+                                    adequacy_key, beats_baseline, claim_keys, claim_label, find_claims,
+                                    loss_flattened, record_claim)
 
 
 def test_record_claim_summary_without_glue(capsys):
-    line = record_claim("08_var_qk", "Var(qk) = d_k", "1.01 d_k", "confirmed", glue=False)
+    line = record_claim("08_var_qk", "Var(qk) = d_k", "1.01 d_k", "confirmed", adequacy=TRAINS_NOTHING,
+                        glue=False)
     assert line == "[confirmed] Var(qk) = d_k — measured: 1.01 d_k"
     assert line in capsys.readouterr().out
 
@@ -34,4 +37,86 @@ def test_find_claims_in_notebook_json():
 ])
 def test_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
-        record_claim(*args, glue=False)
+        record_claim(*args, adequacy=TRAINS_NOTHING, glue=False)
+
+
+def test_adequacy_is_required_and_typed():
+    with pytest.raises(TypeError, match="adequacy"):
+        record_claim("02_x", "c", "v", "confirmed", glue=False)
+    with pytest.raises(TypeError, match="adequacy must be an Adequacy .* got str 'yes'"):
+        record_claim("02_x", "c", "v", "confirmed", adequacy="yes", glue=False)
+
+
+def test_failed_adequacy_turns_any_verdict_into_not_testable(capsys):
+    failed = Adequacy("every model ≥ 0.10 nats below the bigram", "smallest margin -0.02", False)
+    for verdict in ("confirmed", "nuanced", "corrected"):
+        line = record_claim("09_ladder", "each part helps", "2.35 vs 2.37", verdict, adequacy=failed, glue=False)
+        assert line.startswith(f"[{NOT_TESTABLE}]"), line
+        assert "✗ every model ≥ 0.10 nats below the bigram: smallest margin -0.02" in line
+
+
+def test_passed_adequacy_keeps_the_verdict():
+    passed = Adequacy("loss flat", "0.001", True)
+    line = record_claim("09_ladder", "each part helps", "1.9 vs 2.37", "nuanced", adequacy=passed, glue=False)
+    assert line.startswith("[nuanced]") and line.endswith("trained enough? ✓ loss flat: 0.001")
+    # A claim may be untestable for another reason (a saturated task) even with adequate models.
+    line = record_claim("10_x", "c", "v", NOT_TESTABLE, adequacy=passed, glue=False)
+    assert line.startswith(f"[{NOT_TESTABLE}]")
+
+
+def test_record_claim_glues_adequacy_only_for_trained_claims(monkeypatch):
+    import transformer_lib.notebook as notebook
+
+    glued = {}
+    monkeypatch.setattr(notebook, "glue", lambda key, value, display=True: glued.__setitem__(key, repr(value)))
+    record_claim("08_a", "c", "v", "confirmed", adequacy=TRAINS_NOTHING)
+    assert set(glued) == set(claim_keys("08_a"))
+    glued.clear()
+    record_claim("08_b", "c", "v", "confirmed", adequacy=Adequacy("flat", "0.01", False))
+    assert set(glued) == set(claim_keys("08_b")) | {adequacy_key("08_b")}
+    assert glued["claim_08_b_verdict"] == NOT_TESTABLE and glued["claim_08_b_adequacy"] == "✗ flat: 0.01"
+
+
+def test_beats_baseline_uses_the_worst_model():
+    a = beats_baseline({"one head": 2.10, "multi-head": 2.30}, baseline=2.369, margin=0.10)
+    assert not a.passed and a.measured == "smallest margin 0.07 (multi-head)"
+    assert a.check == "every model ≥ 0.10 nats below the counted bigram (2.369)"
+    assert beats_baseline([2.0, 2.1], baseline=2.369, margin=0.10).passed
+    assert beats_baseline([2.269], baseline=2.369, margin=0.10).passed is (2.369 - 2.269 >= 0.10)
+
+
+def test_loss_flattened_measures_the_last_fifth():
+    flat = [3.0, 2.0, 1.6, 1.5, 1.45, 1.44, 1.44, 1.439, 1.438, 1.438]
+    a = loss_flattened(flat, tolerance=0.01)
+    assert a.passed and a.measured == "largest improvement 0.001"
+    falling = [3.0, 2.8, 2.6, 2.4, 2.2, 2.0, 1.8, 1.6, 1.4, 1.2]
+    b = loss_flattened({"flat": flat, "falling": falling}, tolerance=0.01)
+    assert not b.passed and b.measured == "largest improvement 0.400 (falling)"
+    rising = [3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.1, 1.2]
+    assert loss_flattened(rising, tolerance=0.01).passed
+
+
+def test_accuracy_saturated_and_combined():
+    a = accuracy_saturated({"RNN": 0.97, "Transformer": 0.999}, threshold=0.95, what="validation accuracy")
+    assert a.passed and str(a) == "✓ every model's validation accuracy ≥ 0.95: lowest 0.970 (RNN)"
+    b = a & accuracy_saturated([0.5], threshold=0.95)
+    assert not b.passed and b.check.count(";") == 1 and str(b).startswith("✗")
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: beats_baseline({}, 2.0, 0.1), ValueError, "losses must hold at least one value"),
+    (lambda: beats_baseline({"a": "x"}, 2.0, 0.1), TypeError, r"losses\['a'\] must be a number, got str 'x'"),
+    (lambda: beats_baseline([float("nan")], 2.0, 0.1), ValueError, "must be finite"),
+    (lambda: beats_baseline([1.0], 2.0, -0.1), ValueError, "margin must be a finite number ≥ 0"),
+    (lambda: loss_flattened([1.0, 0.9], 0.01), ValueError, "at least 3 points, got 2"),
+    (lambda: loss_flattened([1.0, 0.9, 0.8], 0.0), ValueError, "tolerance must be a finite number > 0"),
+    (lambda: loss_flattened([1.0, 0.9, 0.8], 0.1, fraction=1.5), ValueError, r"fraction must be in \(0, 1\)"),
+    (lambda: loss_flattened(3.0, 0.1), TypeError, "curves must be a list"),
+    (lambda: accuracy_saturated([1.2], 0.9), ValueError, r"must be in \[0, 1\], got 1.2"),
+    (lambda: accuracy_saturated([0.9], 1.5), ValueError, r"threshold must be in \(0, 1\]"),
+    (lambda: Adequacy("", "x", True), ValueError, "Adequacy.check must be a non-empty str"),
+    (lambda: Adequacy("c", "x", 1), TypeError, "Adequacy.passed must be a bool, got int 1"),
+])
+def test_adequacy_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

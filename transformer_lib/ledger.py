@@ -1,19 +1,36 @@
-"""The claims ledger: how a chapter records a checkable claim, its measured figure and its verdict.
+"""The claims ledger: how a chapter records a checkable claim, its measured figure, its verdict and, for a claim
+judged on trained models, the check that those models were trained enough to test it.
 
-A chapter calls :func:`record_claim` in the cell that measured the claim. The three values are glued into the
-executed notebook (myst-nb ``glue``) under the keys ``claim_<id>_text``, ``claim_<id>_value`` and
-``claim_<id>_verdict``; the ledger page pastes them from there (``scripts/build_ledger.py`` writes the page), so
-a changed result in a chapter changes the ledger when the book is rebuilt. The chapter also places the MyST label
-``(claim-<id with dashes>)=`` above the section that tests the claim, which the ledger links to.
+A chapter calls :func:`record_claim` in the cell that measured the claim. The values are glued into the executed
+notebook (myst-nb ``glue``) under the keys ``claim_<id>_text``, ``claim_<id>_value``, ``claim_<id>_verdict`` and,
+for a claim that rests on trained models, ``claim_<id>_adequacy``; the ledger page pastes them from there
+(``scripts/build_ledger.py`` writes the page), so a changed result in a chapter changes the ledger when the book is
+rebuilt. The chapter also places the MyST label ``(claim-<id with dashes>)=`` above the section that tests the
+claim, which the ledger links to.
+
+The adequacy rule. A verdict about trained models is only as good as the training: a model stopped before it
+learned the task tells nothing about the architecture. So every claim names its adequacy (``adequacy=``): either
+:data:`TRAINS_NOTHING` (shapes, FLOP counts, exact identities, timings of untrained layers) or an :class:`Adequacy`,
+the stated check and its measured value, built with :func:`beats_baseline`, :func:`loss_flattened`,
+:func:`accuracy_saturated` or by hand, and combined with ``&``. When the check fails, the verdict is recorded as
+:data:`NOT_TESTABLE` ("not testable at this budget"), whatever the chapter's measurement suggested.
 """
 from __future__ import annotations
 
+import math
 import re
-from typing import List, Tuple
+from dataclasses import dataclass
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-__all__ = ["VERDICTS", "Text", "claim_keys", "claim_label", "record_claim", "find_claims"]
+__all__ = ["VERDICTS", "NOT_TESTABLE", "TRAINS_NOTHING", "Adequacy", "Text", "accuracy_saturated", "adequacy_key",
+           "beats_baseline", "claim_keys", "claim_label", "find_claims", "loss_flattened", "record_claim"]
 
-VERDICTS = ("confirmed", "nuanced", "corrected")
+#: The verdict recorded when the models behind a claim fail their adequacy check (or the task cannot tell).
+NOT_TESTABLE = "not testable at this budget"
+#: The four verdicts of the ledger.
+VERDICTS = ("confirmed", "nuanced", "corrected", NOT_TESTABLE)
+#: ``adequacy=`` of a claim that trains no model (shapes, FLOP counts, exact identities, untrained timings).
+TRAINS_NOTHING = "trains nothing"
 _ID = re.compile(r"^\d\d_[a-z0-9_]+$")
 
 
@@ -32,9 +49,173 @@ class Text:
         return self.text
 
 
+@dataclass(frozen=True)
+class Adequacy:
+    """The check that the models behind a claim were trained enough to test it, and what it measured.
+
+    Attributes:
+        check: what is required, in words (e.g. ``'every model ≥ 0.10 nats below the counted bigram (2.369)'``).
+        measured: the measured value (e.g. ``'smallest margin 0.42 nats (one head)'``).
+        passed: whether the measured value meets the check.
+
+    ``a & b`` is the check that both hold. ``str(a)`` is the line the ledger shows: ``'✓ check: measured'`` or
+    ``'✗ check: measured'``.
+    """
+
+    check: str
+    measured: str
+    passed: bool
+
+    def __post_init__(self):
+        for name in ("check", "measured"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"Adequacy.{name} must be a non-empty str, got {value!r}")
+        if not isinstance(self.passed, bool):
+            raise TypeError(f"Adequacy.passed must be a bool, got {type(self.passed).__name__} {self.passed!r}")
+
+    def __and__(self, other: "Adequacy") -> "Adequacy":
+        if not isinstance(other, Adequacy):
+            return NotImplemented
+        return Adequacy(f"{self.check}; {other.check}", f"{self.measured}; {other.measured}",
+                        self.passed and other.passed)
+
+    def __str__(self) -> str:
+        return f"{'✓' if self.passed else '✗'} {self.check}: {self.measured}"
+
+
+def _named_values(values: Union[Mapping[str, float], Sequence[float]], argument: str) -> List[Tuple[str, float]]:
+    if isinstance(values, Mapping):
+        items = [(str(k), v) for k, v in values.items()]
+    elif isinstance(values, (list, tuple)):
+        items = [(f"#{i}", v) for i, v in enumerate(values)]
+    else:
+        raise TypeError(f"{argument} must be a mapping name -> number or a list of numbers, "
+                        f"got {type(values).__name__}")
+    if not items:
+        raise ValueError(f"{argument} must hold at least one value, got none")
+    out = []
+    for name, v in items:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise TypeError(f"{argument}[{name!r}] must be a number, got {type(v).__name__} {v!r}") from None
+        if not math.isfinite(f):
+            raise ValueError(f"{argument}[{name!r}] must be finite, got {f}")
+        out.append((name, f))
+    return out
+
+
+def _check_number(name: str, value: float, low: float = 0.0, inclusive: bool = True) -> float:
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}") from None
+    if not math.isfinite(f) or f < low or (not inclusive and f == low):
+        raise ValueError(f"{name} must be a finite number {'≥' if inclusive else '>'} {low}, got {value!r}")
+    return f
+
+
+def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline: float, margin: float,
+                   baseline_name: str = "the counted bigram", unit: str = "nats") -> Adequacy:
+    """Every model's loss is at least ``margin`` below a baseline's (e.g. a counted n-gram model).
+
+    Args:
+        losses: the final validation loss of each model (name -> loss, or a list; several seeds may be listed).
+        baseline: the baseline's loss on the same data.
+        margin: how far below the baseline the worst model must be (≥ 0).
+        baseline_name: the baseline in words.
+        unit: the loss's unit in words.
+
+    Returns:
+        Adequacy: passed when ``max(losses) <= baseline - margin``; ``measured`` names the worst model's margin.
+    """
+    items = _named_values(losses, "losses")
+    baseline = _check_number("baseline", baseline, low=-math.inf)
+    margin = _check_number("margin", margin)
+    worst_name, worst = max(items, key=lambda kv: kv[1])
+    gap = baseline - worst
+    where = f" ({worst_name})" if isinstance(losses, Mapping) and len(items) > 1 else ""
+    return Adequacy(f"every model ≥ {margin:.2f} {unit} below {baseline_name} ({baseline:.3f})",
+                    f"smallest margin {gap:.2f}{where}", gap >= margin)
+
+
+def loss_flattened(curves: Union[Mapping[str, Sequence[float]], Sequence[float]], tolerance: float,
+                   fraction: float = 0.2, unit: str = "nats") -> Adequacy:
+    """Training has flattened: over the last ``fraction`` of each curve the loss improved by less than ``tolerance``.
+
+    The points are taken as evenly spaced in training; the improvement is the curve's value at the last point
+    before its final ``fraction`` minus its smallest value after that point (a curve that goes up counts as flat).
+
+    Args:
+        curves: one loss curve (a list, in training order) or several (name -> list), e.g. validation losses
+            measured at regular steps.
+        tolerance: the largest improvement over the last ``fraction`` that still counts as flat (> 0).
+        fraction: the tail of the curve examined, in (0, 1).
+        unit: the loss's unit in words.
+
+    Returns:
+        Adequacy: passed when every curve's improvement is below ``tolerance``; ``measured`` names the largest.
+    """
+    if isinstance(curves, Mapping):
+        named = list(curves.items())
+    elif isinstance(curves, (list, tuple)):
+        named = [("", curves)]
+    else:
+        raise TypeError(f"curves must be a list of losses or a mapping name -> list, got {type(curves).__name__}")
+    if not named:
+        raise ValueError("curves must hold at least one curve, got none")
+    tolerance = _check_number("tolerance", tolerance, inclusive=False)
+    fraction = _check_number("fraction", fraction, inclusive=False)
+    if fraction >= 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+    worst_name, worst = "", -math.inf
+    for name, curve in named:
+        values = [v for _, v in _named_values(list(curve), f"curves[{name!r}]" if name else "curves")]
+        if len(values) < 3:
+            raise ValueError(f"curves{f'[{name!r}]' if name else ''} must have at least 3 points, got {len(values)}")
+        start = min(len(values) - 2, int(math.floor((len(values) - 1) * (1 - fraction))))
+        improvement = values[start] - min(values[start + 1:])
+        if improvement > worst:
+            worst_name, worst = name, improvement
+    where = f" ({worst_name})" if len(named) > 1 else ""
+    percent = f"{fraction:.0%}"
+    return Adequacy(f"the last {percent} of training improves the loss by < {tolerance:g} {unit}",
+                    f"largest improvement {max(worst, 0.0):.3f}{where}", worst < tolerance)
+
+
+def accuracy_saturated(accuracies: Union[Mapping[str, float], Sequence[float]], threshold: float,
+                       what: str = "accuracy") -> Adequacy:
+    """Every model has reached ``threshold`` (e.g. 0.95 training or validation accuracy on the task it learns).
+
+    Args:
+        accuracies: each model's accuracy in [0, 1] (name -> accuracy, or a list).
+        threshold: the accuracy every model must reach, in (0, 1].
+        what: which accuracy, in words (e.g. ``'validation accuracy at the training lengths'``).
+
+    Returns:
+        Adequacy: passed when ``min(accuracies) >= threshold``; ``measured`` names the lowest.
+    """
+    items = _named_values(accuracies, "accuracies")
+    for name, a in items:
+        if not 0 <= a <= 1:
+            raise ValueError(f"accuracies[{name!r}] must be in [0, 1], got {a}")
+    threshold = _check_number("threshold", threshold, inclusive=False)
+    if threshold > 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+    low_name, low = min(items, key=lambda kv: kv[1])
+    where = f" ({low_name})" if isinstance(accuracies, Mapping) and len(items) > 1 else ""
+    return Adequacy(f"every model's {what} ≥ {threshold:.2f}", f"lowest {low:.3f}{where}", low >= threshold)
+
+
 def claim_keys(claim_id: str) -> Tuple[str, str, str]:
-    """The three glue keys of a claim: text, value and verdict."""
+    """The three glue keys every claim has: text, value and verdict (a trained claim adds ``_adequacy``)."""
     return tuple(f"claim_{claim_id}_{part}" for part in ("text", "value", "verdict"))
+
+
+def adequacy_key(claim_id: str) -> str:
+    """The glue key of a claim's adequacy check, e.g. ``'claim_10_long_range_adequacy'``."""
+    return f"claim_{claim_id}_adequacy"
 
 
 def claim_label(claim_id: str) -> str:
@@ -42,15 +223,20 @@ def claim_label(claim_id: str) -> str:
     return "claim-" + claim_id.replace("_", "-")
 
 
-def record_claim(claim_id: str, claim: str, value: str, verdict: str, glue: bool = True) -> str:
+def record_claim(claim_id: str, claim: str, value: str, verdict: str, *,
+                 adequacy: Union[Adequacy, str], glue: bool = True) -> str:
     """Record a claim for the ledger and print a one-line summary.
 
     Args:
         claim_id: ``'NN_short_name'``: the two-digit chapter number and a short snake_case name.
         claim: the claim in the book's own words.
         value: the measured figure, formatted (e.g. ``'Var(qᵀk)/d_k = 1.02 at d_k = 512'``).
-        verdict: ``'confirmed'``, ``'nuanced'`` or ``'corrected'``.
-        glue: glue the three values into the notebook (requires myst-nb; off outside notebooks).
+        verdict: ``'confirmed'``, ``'nuanced'``, ``'corrected'`` or ``'not testable at this budget'``
+            (:data:`NOT_TESTABLE`).
+        adequacy: for a claim judged on trained models, the :class:`Adequacy` check that they were trained enough
+            to test it; :data:`TRAINS_NOTHING` for a claim that trains no model. If the check failed, the verdict
+            recorded is :data:`NOT_TESTABLE`, whatever ``verdict`` says.
+        glue: glue the values into the notebook (requires myst-nb; off outside notebooks).
 
     Returns:
         the summary line.
@@ -63,12 +249,25 @@ def record_claim(claim_id: str, claim: str, value: str, verdict: str, glue: bool
             raise ValueError(f"{name} must be a non-empty str, got {v!r}")
     if verdict not in VERDICTS:
         raise ValueError(f"verdict must be one of {list(VERDICTS)}, got {verdict!r}")
+    if not (isinstance(adequacy, Adequacy) or adequacy == TRAINS_NOTHING):
+        raise TypeError(f"adequacy must be an Adequacy (a claim judged on trained models) or "
+                        f"ledger.TRAINS_NOTHING, got {type(adequacy).__name__} {adequacy!r}")
+    trained = isinstance(adequacy, Adequacy)
+    if trained and not adequacy.passed:
+        verdict = NOT_TESTABLE
+    keys = list(claim_keys(claim_id))
+    texts = [claim, value, verdict]
+    if trained:
+        keys.append(adequacy_key(claim_id))
+        texts.append(str(adequacy))
     if glue:
         from .notebook import glue as _glue
 
-        for key, text in zip(claim_keys(claim_id), (claim, value, verdict)):
+        for key, text in zip(keys, texts):
             _glue(key, Text(text), display=False)
     summary = f"[{verdict}] {claim} — measured: {value}"
+    if trained:
+        summary += f" — trained enough? {adequacy}"
     print(summary)
     return summary
 
