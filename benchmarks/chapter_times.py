@@ -15,7 +15,7 @@ Sources of the times, per chapter of _toc.yml:
 
 A fresh execution wins over an nbval time, which wins over a stored one.
 
-Budget: at most 60 s per chapter (chapter 10: 120 s) and 600 s for the whole book on the 2-core CPU that builds it.
+Budget: at most 180 s per chapter (chapter 10: 300 s) and 900 s for the whole book on the 2-core CPU that builds it.
 Chapters over budget are flagged; the exit status is 0 unless --strict is given.
 """
 
@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from booktools import notebooks  # noqa: E402
 
-CHAPTER_BUDGET_S = 60.0
+CHAPTER_BUDGET_S = 180.0
 # Chapters allowed more by their issue: chapter 10 trains two models from three seeds after a learning-rate sweep.
-CHAPTER_BUDGETS_S = {"10_translation.ipynb": 120.0}
-BOOK_BUDGET_S = 600.0
+CHAPTER_BUDGETS_S = {"10_translation.ipynb": 300.0}
+BOOK_BUDGET_S = 900.0
 
 
 def nbval_times(junit: Path) -> dict[str, float]:

@@ -303,3 +303,27 @@ def test_encoder_decoder_loads_state_dicts_of_the_flat_layout():
     parent = nn.ModuleDict({"model": EncoderDecoder(cfg)})
     parent.load_state_dict({"model." + k: v for k, v in flat.items()})
     torch.testing.assert_close(parent["model"](src, tgt), saved(src, tgt))
+
+
+def test_init_weights_schemes():
+    import math
+
+    from transformer_lib.models import init_weights
+
+    cfg = DecoderLMConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=16)
+    torch.manual_seed(0)
+    model = DecoderLM(cfg)
+    assert init_weights(model, "xavier") is model
+    linear = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    for m in linear:
+        bound = math.sqrt(6 / (m.in_features + m.out_features))
+        assert m.weight.abs().max() <= bound and m.weight.abs().max() > 0.8 * bound
+        assert m.bias is None or torch.count_nonzero(m.bias) == 0
+    norms = [m for m in model.modules() if "Norm" in type(m).__name__]
+    assert norms and all(torch.all(n.weight == 1) for n in norms)
+    init_weights(model, "normal")
+    assert all(abs(m.weight.std().item() - 0.02) < 0.005 for m in linear)
+    with pytest.raises(ValueError, match=r"scheme must be one of \['normal', 'xavier'\], got 'he'"):
+        init_weights(model, "he")
+    with pytest.raises(TypeError, match="module must be a torch.nn.Module, got int"):
+        init_weights(3)

@@ -17,7 +17,7 @@ from .attention import (attention_reference, causal_mask, combine_masks, make_sc
                         padding_mask, scaled_dot_product_attention)
 from .blocks import AttentionWeights, DecoderBlock, EncoderBlock, FeedForward, LayerNorm, RMSNorm
 from .models import (DecoderLM, DecoderLMConfig, Encoder, EncoderConfig, EncoderDecoder, EncoderDecoderConfig,
-                     count_parameters)
+                     count_parameters, init_weights)
 from .multihead import KVCache, MultiHeadAttention
 from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePosition, Rotary,
                          SinusoidalPositionalEncoding, sinusoidal_table)
