@@ -151,14 +151,14 @@ def test_chapter_report_is_data(monkeypatch, tmp_path):
     chapters = chapter_times.notebooks.toc_chapters()
     first, tenth = (chapter_times.notebooks.relative(p) for p in (chapters[0], chapters[9]))
     runs = tmp_path / "chapters.json"
-    runs.write_text(json.dumps({"rows": [{"chapter": first, "seconds": 71.5}, {"chapter": tenth, "seconds": 110.0}]}))
+    runs.write_text(json.dumps({"rows": [{"chapter": first, "seconds": 181.5}, {"chapter": tenth, "seconds": 290.0}]}))
     data = chapter_times.report(runs_file=runs)
     rows = {r["chapter"]: r for r in data["rows"]}
-    assert rows[first]["seconds"] == 71.5 and rows[first]["source"] == "run" and rows[first]["over"]
-    assert rows[tenth]["budget_s"] == 120.0 and not rows[tenth]["over"]   # chapter 10 is allowed 120 s
+    assert rows[first]["seconds"] == 181.5 and rows[first]["source"] == "run" and rows[first]["over"]
+    assert rows[tenth]["budget_s"] == 300.0 and not rows[tenth]["over"]   # chapter 10 is allowed 300 s
     assert first in data["over"] and tenth not in data["over"]
     assert data["total"] == pytest.approx(sum(r["seconds"] for r in data["rows"] if r["seconds"] is not None))
-    assert f"OVER 60 s" in chapter_times.format_report(data)
+    assert f"OVER 180 s" in chapter_times.format_report(data)
     assert chapter_times.main(["--runs", str(runs)]) == 0          # over budget is reported, not fatal
     assert chapter_times.main(["--runs", str(runs), "--strict"]) == 1
     monkeypatch.setattr(run_all, "NBVAL_REPORT", tmp_path / "no-report.xml")
