@@ -163,7 +163,7 @@ def test_chapter_report_is_data(monkeypatch, tmp_path):
     assert chapter_times.main(["--runs", str(runs), "--strict"]) == 1
     monkeypatch.setattr(run_all, "NBVAL_REPORT", tmp_path / "no-report.xml")
     table = run_all.chapter_table(runs)
-    assert table["rows"][0]["seconds"] == 71.5 and table["total"] == pytest.approx(data["total"])
+    assert table["rows"][0]["seconds"] == 181.5 and table["total"] == pytest.approx(data["total"])
     figs = {f["name"]: f for f in run_all.chapter_figures(table, None)}
     assert figs["slowest_chapter_s"]["verdict"] == "MISS"
 
