@@ -189,7 +189,8 @@ def init_weights(module: nn.Module, scheme: str = "normal") -> nn.Module:
     - ``"normal"``: N(0, 0.02), as GPT-2 (the models' default). Meant for widths in the hundreds and more: at
       d = 32 a token's embedding has norm 0.02·√32 ≈ 0.11, and activations start very small.
     - ``"xavier"``: Glorot-uniform, U(−a, a) with a = √(6 / (fan_in + fan_out)), as the original Transformer's
-      reference code and the Annotated Transformer; its scale follows the width, which suits small models.
+      reference code and the Annotated Transformer; its scale follows the width. Which of the two trains a
+      small model faster depends on the model and the recipe (chapters 8 and 10 measure it).
 
     Args:
         module: the model (or any module) to initialise.
