@@ -43,7 +43,7 @@ NBVAL_REPORT ?= _build/reports/nbval.xml
 # MKL's conservative code path: float results change the way they do on another CPU.
 OTHER_CPU_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 
-.PHONY: help setup book test test-lib test-slow nbval nbval-other-cpu test-colab build-strict test-book times chapter browser clean
+.PHONY: help setup book test test-lib test-slow nbval nbval-other-cpu test-colab build-strict test-book times chapter browser clean test-gpu
 
 help:
 	@echo "make book          build the HTML book into _build/html (does its own set-up)"
@@ -65,6 +65,9 @@ help:
 	@echo "make test-book     checks of the built HTML and the headless-browser check"
 	@echo "make times         seconds per chapter (from the last nbval run) against the budget"
 	@echo "make chapter NB=chapters/NN_topic.ipynb   execute a chapter in place, store outputs"
+	@echo "make test-gpu      on a CUDA machine: the GPU tests, then every chapter's GPU settings in full, one"
+	@echo "                   at a time (seconds, peak memory), compared with gpu-runs/reference.json"
+	@echo "                   (GPU_ARGS=--update records the run; GPU_ARGS='--chapters chapters/10_translation.ipynb')"
 	@echo "make clean         remove _build (keeps the execution cache)"
 	@echo "Exercises (instructor_guide.md):"
 	@echo "make student-edition   the chapters without solutions, as notebooks (_build/student; STUDENT_REPO=org/repo)"
@@ -177,6 +180,11 @@ test-book: setup browser
 
 times: setup
 	$(PY) benchmarks/chapter_times.py --junit _build/reports/nbval.xml
+
+# The GPU path for real (README, "Running the GPU settings"): needs CUDA, stops at once without it.
+GPU_ARGS ?=
+test-gpu: $(PYTHON_STAMP)
+	$(PY) -m booktools.gpu_run $(GPU_ARGS)
 
 # Every benchmark with one command (benchmarks/README.md): prints each figure, writes benchmarks/results/
 # (latest.json, summary.md, plots) for the appendix page. BENCH_ARGS: --quick, --chapters, --only NAME, --strict.

@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from booktools import notebooks  # noqa: E402
+from booktools import gpu_run, notebooks  # noqa: E402
 from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, VERDICTS, adequacy_key, claim_keys,  # noqa: E402
                                     claim_label, find_claims)
 
@@ -57,7 +57,9 @@ the column *Trained enough?* shows it (✓ passed, ✗ failed). When the check f
 This page collects every such claim, chapter by chapter. The claim, the measured figure and the
 verdict in each row are pasted from the executed chapter, so they always show what the last run
 of that chapter measured; the last column links to the section that tests the claim, where the
-measurement, its plot and the argument behind the verdict are.
+measurement, its plot and the argument behind the verdict are. The column *GPU* gives the verdict
+the same claim received when the chapter ran with its larger GPU settings (the record of the last
+`make test-gpu`, named below the summary), so that a verdict that depends on the device shows.
 """
 
 
@@ -100,6 +102,16 @@ def cell(doc: str, key: str) -> str:
     return f"{{glue:text}}`{doc}::{key}:s`"
 
 
+def gpu_verdict(claim: dict, gpu: dict) -> str:
+    """The GPU run's verdict of a claim, or a dash (not reached, or the claim's wording changed since)."""
+    entry = gpu.get(claim["id"])
+    if entry is None:
+        return "—"
+    if entry.get("text", "").strip() != pasted(claim["stored"][0]).strip():
+        return "— (claim changed since)"
+    return entry.get("verdict", "—")
+
+
 def render(chapters: list[dict] | None = None) -> str:
     """The text of claims.md."""
     chapters = collect() if chapters is None else chapters
@@ -112,16 +124,28 @@ def render(chapters: list[dict] | None = None) -> str:
         parts.append(f"The book tests {total} claims in {len(with_claims)} chapters: {by_verdict}.\n")
     else:
         parts.append("No chapter has recorded a claim yet.\n")
+    record = gpu_run.load_reference()
+    gpu = gpu_run.claim_verdicts(record)
+    if record is None:
+        parts.append("No GPU run is recorded yet (`gpu-runs/reference.json`, written by `make test-gpu`).\n")
+    else:
+        env = record.get("environment", {})
+        note = f" ({env['note']})" if env.get("note") else ""
+        parts.append(f"GPU column: the chapters with their GPU settings on one {env.get('device', '?')}, "
+                     f"PyTorch {env.get('torch', '?')}, {env.get('date', '?')}, commit {env.get('commit', '?')}"
+                     f"{note}. A dash marks a claim the GPU run did not reach, or one whose wording has changed "
+                     f"since that run.\n")
     for chapter in with_claims:
         doc = chapter["doc"]
         parts.append(f"## {chapter['title']}\n")
-        rows = ["| Claim | Measured | Trained enough? | Verdict | Tested in |", "| --- | --- | --- | --- | --- |"]
+        rows = ["| Claim | Measured | Trained enough? | Verdict | GPU | Tested in |",
+                "| --- | --- | --- | --- | --- | --- |"]
         for claim in chapter["claims"]:
             text_key, value_key, verdict_key = claim["keys"]
             trained = (cell(doc, adequacy_key(claim["id"])) if claim["adequacy"] is not None
                        else f"— ({TRAINS_NOTHING})")
             rows.append(f"| {cell(doc, text_key)} | {cell(doc, value_key)} | {trained} | {cell(doc, verdict_key)} "
-                        f"| {{ref}}`{claim_label(claim['id'])}` |")
+                        f"| {gpu_verdict(claim, gpu)} | {{ref}}`{claim_label(claim['id'])}` |")
         parts.append("\n".join(rows) + "\n")
     return "\n".join(parts)
 

@@ -1,0 +1,300 @@
+"""The chapters' GPU settings, run for real: what `make test-gpu` records and compares.
+
+A reader with a GPU (Colab, a rented machine) runs every chapter with its GPU settings: ``pick_settings`` picks
+them whenever CUDA is present. The book's stored outputs come from the CPU settings, so nbval never sees the GPU
+branch. This module runs it and keeps a record in the repository:
+
+- :func:`collect` reads an executed chapter: every glued value with the tolerance its cell declares (the same
+  ``# nbval-tolerance`` lines nbval uses), and every claim of the ledger with its verdict and adequacy;
+- :func:`compare` compares two records: verdicts and text exactly, numbers within the declared tolerances;
+- :func:`execute` runs one chapter in a fresh kernel under a wall-clock limit and measures its seconds and the
+  peak GPU memory;
+- :func:`main` (``python -m booktools.gpu_run``, ``make test-gpu``) strings them together and writes ``gpu-runs/reference.json``: the
+  device, PyTorch and CUDA versions, the date and commit, and per chapter its status, seconds, peak memory, glued
+  values and claims. The ledger page shows each claim's GPU verdict from that file beside the CPU one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from booktools import notebooks
+from booktools.tolerance import compare_text, parse_declaration
+
+ROOT = notebooks.ROOT
+REFERENCE = ROOT / "gpu-runs" / "reference.json"
+#: A chapter's GPU settings must finish within this many seconds alone on one H100-class GPU (the book's budget).
+CHAPTER_BUDGET_S = 180.0
+_CLAIM_PARTS = ("text", "value", "verdict", "adequacy")
+
+
+def collect(nb) -> dict:
+    """The glued values (with the tolerance their cell declares) and the claims of an executed notebook.
+
+    Returns:
+        dict: ``{"glued": {name: {"text": str, "tolerance": str | None}}, "claims": {id: {"text", "value",
+        "verdict", "adequacy"}}}``; a tolerance is ``"abs=…, rel=…"`` or None (compared exactly).
+    """
+    glued: dict[str, dict] = {}
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "code":
+            continue
+        declaration = parse_declaration(notebooks.cell_source(cell))
+        for output in cell.get("outputs", []) or []:
+            name = ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
+            if not name:
+                continue
+            one = notebooks.glued_values({"cells": [{"outputs": [output]}]})
+            if name in one:
+                tol = declaration.for_glue(name)
+                glued[name] = {"text": one[name], "tolerance": None if tol is None else str(tol)}
+    claims: dict[str, dict] = {}
+    for name, entry in glued.items():
+        if not name.startswith("claim_"):
+            continue
+        for part in _CLAIM_PARTS:
+            if name.endswith("_" + part):
+                claim_id = name[len("claim_"):-len(part) - 1]
+                claims.setdefault(claim_id, {})[part] = entry["text"].strip()
+    return {"glued": glued, "claims": claims}
+
+
+def _tolerance(spec: str | None):
+    from booktools.tolerance import parse_spec
+
+    return None if spec is None else (None if spec == "exact" else parse_spec(spec))
+
+
+def compare(reference: dict, new: dict) -> list[str]:
+    """Differences between two GPU records, chapter by chapter.
+
+    Verdicts and text compare exactly, numbers within the tolerance the chapter declares for them; a chapter
+    that finished in the reference must finish again; glued values present in the reference must still exist.
+
+    Returns:
+        list[str]: one line per difference (empty: the runs agree).
+    """
+    problems = []
+    for chapter, ref in reference.get("chapters", {}).items():
+        got = new.get("chapters", {}).get(chapter)
+        if got is None:
+            continue                                    # not run this time (a subset of chapters)
+        if ref.get("status") == "ok" and got.get("status") != "ok":
+            problems.append(f"{chapter}: finished in the reference, now {got.get('status')}")
+            continue
+        for name, entry in ref.get("glued", {}).items():
+            if name not in got.get("glued", {}):
+                if got.get("status") == "ok":
+                    problems.append(f"{chapter}: {name} was glued in the reference, not now")
+                continue
+            now = got["glued"][name]["text"]
+            if name.endswith("_verdict"):
+                if now.strip() != entry["text"].strip():
+                    problems.append(f"{chapter}: {name} is {now.strip()!r}, reference {entry['text'].strip()!r}")
+                continue
+            why = compare_text(entry["text"], now, _tolerance(got["glued"][name].get("tolerance")))
+            if why:
+                problems.append(f"{chapter}: {name}: {why}")
+    return problems
+
+
+def environment() -> dict:
+    """Device, library versions, date and commit of this run."""
+    import torch
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    return {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+            "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d"), "commit": commit}
+
+
+PEAK_MEMORY_CELL = """\
+import torch as _torch
+print(f"PEAK_GIB={_torch.cuda.max_memory_allocated() / 2**30:.3f}" if _torch.cuda.is_available() else "PEAK_GIB=nan")
+"""
+
+
+def execute(path: Path, limit_s: float, env: dict | None = None) -> tuple[dict, dict]:
+    """Run a copy of the chapter at ``path`` in a fresh kernel with its GPU settings, stopping after ``limit_s``.
+
+    Returns:
+        (the executed notebook, ``{"status", "seconds", "peak_gib"}``); status is ``"ok"``, ``"timeout in cell
+        k"`` or ``"error in cell k: …"``. The stored chapter is never written.
+    """
+    import os
+
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
+    os.environ.update(env or {})
+    os.environ.pop("BOOK_MAX_STEPS", None)           # the GPU branch in full, not capped
+    os.environ.pop("MPLBACKEND", None)
+    client = NotebookClient(nb, timeout=limit_s, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    status = "ok"
+    try:
+        client.execute()
+    except CellTimeoutError:
+        status = f"timeout in cell {_running_cell(nb)}"
+    except CellExecutionError as err:
+        status = f"error in cell {_running_cell(nb)}: {str(err).strip().splitlines()[-1][:200]}"
+    except DeadKernelError as err:
+        status = f"kernel died: {err}"
+    seconds = time.perf_counter() - start
+    if status == "ok" and seconds > limit_s:
+        status = f"over the limit of {limit_s:.0f} s"
+    peak = float("nan")
+    for output in nb.cells[-1].get("outputs", []):
+        text = "".join(output.get("text", ""))
+        if text.startswith("PEAK_GIB="):
+            peak = float(text.split("=", 1)[1])
+    nb.cells.pop()
+    return nb, {"status": status, "seconds": round(seconds, 1), "peak_gib": peak}
+
+
+def _running_cell(nb) -> int:
+    """Index of the first code cell without an execution count (the one that was running)."""
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.get("execution_count") is None:
+            return i
+    return len(nb.cells) - 1
+
+
+def load_reference(path: Path = REFERENCE) -> dict | None:
+    """The stored GPU record, or None when the repository has none."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def claim_verdicts(record: dict | None) -> dict[str, dict]:
+    """``{claim id: {"verdict", "text", "chapter"}}`` of a GPU record (empty without one)."""
+    out = {}
+    for chapter, entry in (record or {}).get("chapters", {}).items():
+        for claim_id, claim in entry.get("claims", {}).items():
+            out[claim_id] = dict(claim, chapter=chapter, status=entry.get("status"))
+    return out
+
+
+# ------------------------------------------------------------------------------------------- command line
+_USAGE = """Run the GPU tests and every chapter's GPU settings on a CUDA machine; record and compare (make test-gpu).
+
+    .venv/bin/python -m booktools.gpu_run                     # GPU tests, then every chapter, compared with the record
+    .venv/bin/python -m booktools.gpu_run --chapters chapters/10_translation.ipynb --skip-tests
+    .venv/bin/python -m booktools.gpu_run --update            # also write the run as the new record
+    .venv/bin/python -m booktools.gpu_run --import-dir DIR --summary FILE --meta device=... torch=... date=...
+
+1. pytest tests/test_gpu_path.py -m gpu (skipped with --skip-tests).
+2. Each chapter of _toc.yml in turn, alone on the GPU, with its GPU settings in full (a copy; the stored chapter is
+   not touched), under a wall-clock limit (--limit, default 240 s): seconds, peak GPU memory, status. The executed
+   copies go to _build/gpu-run/. A chapter over the budget of 180 s is flagged.
+3. The glued values and claims of the run are compared with the record in the repository,
+   gpu-runs/reference.json: verdicts and text exactly, numbers within each chapter's declared tolerances.
+   --update (or no record yet) writes the run as the record; commit it.
+
+Without CUDA it stops at once. --import-dir builds a record from chapters executed elsewhere (no CUDA needed).
+Exit status 1 when a test fails, a chapter fails or runs out of time, or the run differs from the record.
+"""
+
+OUT = notebooks.ROOT / "_build" / "gpu-run"
+
+
+def parse_meta(items: list[str]) -> dict:
+    meta = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"--meta takes key=value pairs, got {item!r}")
+        key, value = item.split("=", 1)
+        meta[key.strip()] = value.strip()
+    return meta
+
+
+def import_dir(folder: Path, summary: Path | None, meta: dict) -> dict:
+    """A record from chapters executed elsewhere (e.g. the H200 run of 2026-11-25), with their stated statuses."""
+    statuses = json.loads(summary.read_text(encoding="utf-8")) if summary else {}
+    record = {"environment": meta, "chapters": {}}
+    for path in sorted(folder.glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        info = statuses.get(path.stem, {})
+        entry = {"status": info.get("status", "ok"), "seconds": info.get("seconds"), "peak_gib": info.get("peak_gib")}
+        entry.update(collect(nb))
+        record["chapters"][path.stem] = entry
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=_USAGE.split("\n\n")[0])
+    parser.add_argument("--chapters", nargs="*", help="chapters to run (default: all of _toc.yml)")
+    parser.add_argument("--limit", type=float, default=240.0, help="seconds per chapter before it is stopped")
+    parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu first")
+    parser.add_argument("--update", action="store_true", help="write this run as gpu-runs/reference.json")
+    parser.add_argument("--reference", type=Path, default=REFERENCE, help="the record to compare with")
+    parser.add_argument("--import-dir", type=Path, help="build a record from executed chapters in this folder")
+    parser.add_argument("--summary", type=Path, help="with --import-dir: JSON {chapter: {status, seconds}}")
+    parser.add_argument("--meta", nargs="*", default=[], help="with --import-dir: key=value (device, torch, date…)")
+    args = parser.parse_args(argv)
+
+    if args.import_dir:
+        record = import_dir(args.import_dir, args.summary, parse_meta(args.meta))
+        args.reference.parent.mkdir(parents=True, exist_ok=True)
+        args.reference.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {notebooks.relative(args.reference)}: {len(record['chapters'])} chapters")
+        return 0
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("make test-gpu needs a CUDA GPU, and torch.cuda.is_available() is False here "
+              f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'}). Run it on a GPU machine: "
+              "README.md, 'Running the GPU settings'.", file=sys.stderr)
+        return 2
+
+    failed = False
+    if not args.skip_tests:
+        tests = subprocess.run([sys.executable, "-m", "pytest", "tests/test_gpu_path.py", "-m", "gpu", "-q",
+                                "-p", "no:randomly"], cwd=notebooks.ROOT)
+        failed |= tests.returncode != 0
+
+    chapters = [Path(c).resolve() for c in args.chapters] if args.chapters else notebooks.toc_chapters()
+    record = {"environment": environment(), "chapters": {}}
+    OUT.mkdir(parents=True, exist_ok=True)
+    print(f"{'chapter':<32} {'status':<24} {'seconds':>8} {'peak GiB':>9}")
+    for path in chapters:
+        nb, info = execute(path, args.limit)
+        (OUT / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        info.update(collect(nb))
+        record["chapters"][path.stem] = info
+        over = "  OVER 180 s" if info["seconds"] > CHAPTER_BUDGET_S else ""
+        print(f"{path.stem:<32} {info['status'][:24]:<24} {info['seconds']:>8.1f} {info['peak_gib']:>9.2f}{over}",
+              flush=True)
+        failed |= info["status"] != "ok"
+    total = sum(c["seconds"] for c in record["chapters"].values())
+    print(f"total {total:.0f} s on {record['environment']['device']}")
+    (OUT / "run.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    reference = load_reference(args.reference)
+    if reference is not None:
+        problems = compare(reference, record)
+        for line in problems:
+            print(f"differs from {notebooks.relative(args.reference)}: {line}")
+        print(f"{len(problems)} difference(s) from the record of {reference['environment'].get('date')} on "
+              f"{reference['environment'].get('device')}")
+        failed |= bool(problems)
+    if args.update or reference is None:
+        args.reference.parent.mkdir(parents=True, exist_ok=True)
+        args.reference.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {notebooks.relative(args.reference)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""booktools.gpu_run: the record of the chapters' GPU settings (make test-gpu), its comparison and the ledger's
+GPU column. The GPU run itself needs CUDA; what it records and compares is tested here on stored notebooks."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from booktools import gpu_run, notebooks
+
+
+def _nb(cells):
+    return {"cells": cells}
+
+
+def _glue_output(name, text):
+    return {"output_type": "display_data", "metadata": {"scrapbook": {"name": name}},
+            "data": {"application/papermill.record/text/plain": repr(text)}}
+
+
+def _code(source, outputs):
+    return {"cell_type": "code", "source": source, "outputs": outputs}
+
+
+SAMPLE = _nb([
+    _code("# nbval-tolerance: abs=0.05\n# nbval-tolerance[c01_time]: rel=0.5\nx = 1",
+          [_glue_output("c01_loss", "loss 2.31"), _glue_output("c01_time", "12 ms")]),
+    _code("record_claim(...)", [_glue_output("claim_01_x_text", "a claim"), _glue_output("claim_01_x_value", "1.0"),
+                                _glue_output("claim_01_x_verdict", "confirmed"),
+                                _glue_output("claim_01_x_adequacy", "✓ check: 0.1")]),
+])
+
+
+def test_collect_reads_glued_values_with_their_declared_tolerances():
+    got = gpu_run.collect(SAMPLE)
+    assert got["glued"]["c01_loss"] == {"text": "loss 2.31", "tolerance": "abs=0.05"}
+    assert got["glued"]["c01_time"] == {"text": "12 ms", "tolerance": "rel=0.5"}
+    assert got["glued"]["claim_01_x_verdict"]["tolerance"] is None                  # no declaration: exact
+    assert got["claims"] == {"01_x": {"text": "a claim", "value": "1.0", "verdict": "confirmed",
+                                      "adequacy": "✓ check: 0.1"}}
+
+
+def _record(nb, status="ok"):
+    entry = {"status": status, "seconds": 1.0, "peak_gib": 0.1}
+    entry.update(gpu_run.collect(nb))
+    return {"environment": {"device": "test"}, "chapters": {"01_impact": entry}}
+
+
+def test_compare_numbers_within_tolerance_verdicts_exactly():
+    ref = _record(SAMPLE)
+    assert gpu_run.compare(ref, copy.deepcopy(ref)) == []
+    close = copy.deepcopy(ref)
+    close["chapters"]["01_impact"]["glued"]["c01_loss"]["text"] = "loss 2.35"             # within abs=0.05
+    close["chapters"]["01_impact"]["glued"]["c01_time"]["text"] = "17 ms"                 # within rel=0.5
+    assert gpu_run.compare(ref, close) == []
+    far = copy.deepcopy(ref)
+    far["chapters"]["01_impact"]["glued"]["c01_loss"]["text"] = "loss 2.40"
+    far["chapters"]["01_impact"]["glued"]["claim_01_x_verdict"]["text"] = "nuanced"
+    problems = gpu_run.compare(ref, far)
+    assert len(problems) == 2
+    assert any("c01_loss" in p and "exceeds the declared tolerance" in p for p in problems)
+    assert any("claim_01_x_verdict is 'nuanced', reference 'confirmed'" in p for p in problems)
+
+
+def test_compare_flags_a_chapter_that_no_longer_finishes_and_missing_values():
+    ref = _record(SAMPLE)
+    stopped = _record(SAMPLE, status="timeout in cell 3")
+    assert gpu_run.compare(ref, stopped) == ["01_impact: finished in the reference, now timeout in cell 3"]
+    missing = copy.deepcopy(ref)
+    del missing["chapters"]["01_impact"]["glued"]["c01_time"]
+    assert gpu_run.compare(ref, missing) == ["01_impact: c01_time was glued in the reference, not now"]
+    assert gpu_run.compare(ref, {"chapters": {}}) == []                                 # a subset of chapters
+
+
+def test_without_cuda_the_run_stops_at_once_with_a_clear_message():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    run = subprocess.run([sys.executable, "-m", "booktools.gpu_run"], cwd=notebooks.ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2
+    assert "make test-gpu needs a CUDA GPU" in run.stderr and "torch.cuda.is_available() is False" in run.stderr
+
+
+def test_the_stored_record_is_well_formed():
+    """gpu-runs/reference.json: the environment of the run and, per chapter, its status and glued values."""
+    record = gpu_run.load_reference()
+    assert record is not None, "gpu-runs/reference.json is missing: run make test-gpu on a GPU machine"
+    for key in ("device", "torch", "date", "commit"):
+        assert record["environment"].get(key), f"the record's environment has no {key}"
+    toc = {p.stem for p in notebooks.toc_chapters()}
+    assert set(record["chapters"]) <= toc, sorted(set(record["chapters"]) - toc)
+    for chapter, entry in record["chapters"].items():
+        assert entry["status"] and isinstance(entry["glued"], dict), chapter
+        for claim_id, claim in entry["claims"].items():
+            assert claim_id.startswith(chapter[:2]) and claim.get("verdict"), (chapter, claim_id)
