@@ -456,3 +456,121 @@ def test_fit_bad_inputs(kwargs, error, match):
     args.update(kwargs)
     with pytest.raises(error, match=match):
         tr.fit(args.pop("model"), args.pop("get_batch"), args.pop("loss_fn"), **args)
+
+
+# ---------------------------------------------------------------------------------------------- host reads
+fit, lm_loss = tr.fit, tr.lm_loss
+def _count_host_reads(monkeypatch):
+    """Count reads of tensor values back to Python (each one a host-device synchronisation on a GPU).
+
+    AdamW's own step counters live on the CPU (unless fused on CUDA, where they stay on the device), so reads
+    made inside torch.optim are not counted."""
+    import traceback
+
+    counter = {"reads": 0}
+    for name in ("item", "tolist", "__int__", "__float__", "__bool__", "__index__"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            if not any("torch/optim" in frame.filename for frame in traceback.extract_stack(limit=12)):
+                counter["reads"] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    return counter
+
+
+def _lm_and_batches(n_steps=32, vocab=50, seed=0):
+    from transformer_lib.models import DecoderLM, DecoderLMConfig
+
+    torch.manual_seed(seed)
+    model = DecoderLM(DecoderLMConfig(vocab_size=vocab, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_len=16))
+    g = torch.Generator().manual_seed(seed)
+    data = [torch.randint(0, vocab, (4, 17), generator=g) for _ in range(n_steps)]
+    return model, (lambda step: (data[step][:, :-1], data[step][:, 1:]))
+
+
+def test_fit_reads_the_host_at_most_once_per_step_on_average(monkeypatch):
+    """With sync_every=k, a DecoderLM's training steps read values back once per k steps (losses, gradient norms,
+    token counts and the token-id checks in one transfer): at most one synchronisation per step on average."""
+    model, get_batch = _lm_and_batches()
+    counter = _count_host_reads(monkeypatch)
+    history = fit(model, get_batch, lm_loss, steps=32, sync_every=8, device="cpu")
+    assert len(history.train_loss) == 32 and len(history.grad_norm) == 32
+    assert counter["reads"] <= 32 / 8, counter
+    assert counter["reads"] >= 1                       # the counter does see the reads
+
+
+def test_fit_every_step_reads_more(monkeypatch):
+    """The counter is sensitive: reading every step (the CPU default) makes at least one read per step."""
+    model, get_batch = _lm_and_batches(n_steps=8)
+    counter = _count_host_reads(monkeypatch)
+    fit(model, get_batch, lm_loss, steps=8, sync_every=1, device="cpu")
+    assert counter["reads"] >= 8
+
+
+def test_fit_deferred_reads_give_the_same_history():
+    """Reading every 8 steps changes when values are read, not what is computed: identical losses and norms."""
+    runs = []
+    for sync_every in (1, 8):
+        model, get_batch = _lm_and_batches(n_steps=20)
+        h = fit(model, get_batch, lm_loss, steps=20, sync_every=sync_every, device="cpu", seed=0)
+        runs.append((h.train_loss, h.grad_norm, h.tokens, [p.detach().clone() for p in model.parameters()]))
+    assert runs[0][:3] == runs[1][:3]
+    assert all(torch.equal(a, b) for a, b in zip(runs[0][3], runs[1][3]))
+
+
+def test_fit_deferred_errors_name_the_step_and_the_id():
+    model, get_batch = _lm_and_batches(n_steps=12)
+
+    def bad_ids(step):
+        x, y = get_batch(step)
+        if step == 5:
+            x = x.clone()
+            x[0, 3] = 77
+        return x, y
+
+    with pytest.raises(ValueError, match=r"ids contains token id 77, outside the vocabulary \[0, 49\]"):
+        fit(model, bad_ids, lm_loss, steps=12, sync_every=4, device="cpu")
+
+    model, get_batch = _lm_and_batches(n_steps=12)
+
+    def nan_loss(m, batch):
+        loss, n = lm_loss(m, batch)
+        return loss * float("nan") if fit_step["n"] == 6 else loss, n
+
+    fit_step = {"n": -1}
+
+    def counting_batch(step):
+        fit_step["n"] = step
+        return get_batch(step)
+
+    with pytest.raises(FloatingPointError, match="training loss is nan at step 6"):
+        fit(model, counting_batch, nan_loss, steps=12, sync_every=4, device="cpu")
+
+
+def test_fit_sync_every_bad_input():
+    model, get_batch = _lm_and_batches(n_steps=2)
+    with pytest.raises(ValueError, match="sync_every"):
+        fit(model, get_batch, lm_loss, steps=2, sync_every=0)
+
+
+def test_fit_encoder_decoder_with_padding_reads_once_per_k_steps(monkeypatch):
+    """The encoder-decoder path (padding masks, cross-attention, seq2seq_loss) reads nothing back between the
+    deferred reads either."""
+    from transformer_lib.models import EncoderDecoder, EncoderDecoderConfig
+
+    torch.manual_seed(0)
+    model = EncoderDecoder(EncoderDecoderConfig(src_vocab_size=40, tgt_vocab_size=40, d_model=32, n_heads=4,
+                                                n_layers=2, d_ff=64, max_len=32))
+    g = torch.Generator().manual_seed(0)
+
+    def get_batch(step):
+        src, tgt = torch.randint(3, 40, (4, 10), generator=g), torch.randint(3, 40, (4, 9), generator=g)
+        src[0, 7:], tgt[1, 6:] = 0, 0                       # padding in both
+        return src, tgt
+
+    counter = _count_host_reads(monkeypatch)
+    history = fit(model, get_batch, tr.seq2seq_loss, steps=16, sync_every=8, device="cpu")
+    assert counter["reads"] <= 16 / 8, counter
+    assert len(history.train_loss) == 16 and history.tokens > 0

@@ -5,7 +5,9 @@ and what was expected, so that a reader never meets a cryptic index error from d
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Union
+import contextlib
+import threading
+from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
 import torch
 
@@ -96,15 +98,58 @@ def check_seed(seed) -> None:
         raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
 
 
+_DEFERRED = threading.local()
+
+
+@contextlib.contextmanager
+def deferred_checks() -> Iterator[List[Tuple[str, int, torch.Tensor]]]:
+    """Within this context, value checks that would read a tensor back to the host queue it instead.
+
+    On a GPU every such read waits for the device to finish its queued work. The training loop
+    (:func:`~transformer_lib.training.fit`) therefore runs its steps inside this context and reads the queued
+    checks together with the losses, once every few steps (:func:`raise_deferred`); outside it (the default)
+    every check reads its values at once and raises on the spot.
+
+    Yields:
+        the queue: ``(name, vocab_size, tensor([min, max]))`` per :func:`check_ids` call.
+    """
+    previous = getattr(_DEFERRED, "queue", None)
+    _DEFERRED.queue = []
+    try:
+        yield _DEFERRED.queue
+    finally:
+        _DEFERRED.queue = previous
+
+
+def deferring() -> bool:
+    """Whether value checks are being queued (inside :func:`deferred_checks`)."""
+    return getattr(_DEFERRED, "queue", None) is not None
+
+
+def raise_deferred(name: str, vocab_size: int, lo: int, hi: int) -> None:
+    """Raise the error :func:`check_ids` would have raised, from the values read back later."""
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size - 1}]")
+
+
 def check_ids(name: str, ids, vocab_size: int) -> torch.Tensor:
-    """Check a (B, T) tensor of token ids against the vocabulary size."""
+    """Check a (B, T) tensor of token ids against the vocabulary size.
+
+    Inside :func:`deferred_checks` the range is queued as a device tensor (no host read) and checked later.
+    """
     check_tensor(name, ids, ndim=2, dtype="int")
     if torch.compiler.is_compiling():
         # Reading the values back is data-dependent (a graph break under torch.compile); the check runs in eager
         # mode, where a compiled model's inputs can be checked before calling it.
         return ids
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= vocab_size:
-        bad = lo if lo < 0 else hi
-        raise ValueError(f"{name} contains token id {bad}, outside the vocabulary [0, {vocab_size - 1}]")
+    queue = getattr(_DEFERRED, "queue", None)
+    if queue is not None:
+        if ids.numel():
+            queue.append((name, vocab_size, torch.stack([ids.min(), ids.max()])))
+        return ids
+    if not ids.numel():
+        return ids
+    lo, hi = torch.stack([ids.min(), ids.max()]).tolist()     # one read for both ends
+    raise_deferred(name, vocab_size, lo, hi)
     return ids

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_tensor
+from ._checks import check_tensor, deferring
 from .tokenizers import IGNORE_INDEX, PAD_ID
 
 __all__ = ["lm_loss", "seq2seq_loss", "classification_loss"]
@@ -23,7 +23,9 @@ Batch = Sequence[torch.Tensor]
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor, ignore_index: int):
     """Token-mean cross-entropy of logits (..., V) against labels (...), and the count of counted tokens."""
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=ignore_index)
-    return loss, int((labels != ignore_index).sum())
+    n_tokens = (labels != ignore_index).sum()
+    # Inside fit's deferred checks the count stays on the device and is read with the loss, every few steps.
+    return loss, (n_tokens if deferring() else int(n_tokens))
 
 
 def _unpack(batch, names: str) -> tuple:

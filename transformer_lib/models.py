@@ -18,7 +18,7 @@ from typing import Dict, Optional
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_ids, check_positive_int, check_tensor
+from ._checks import check_choice, check_ids, check_positive_int, check_tensor, deferring
 from .attention import padding_mask, real_tokens
 from .blocks import ACTIVATIONS, NORMS, AttentionWeights, DecoderBlock, EncoderBlock, make_norm
 from .multihead import KVCache
@@ -162,6 +162,10 @@ class TokenEmbedding(nn.Module):
         if ids.device != self.token.weight.device:
             raise ValueError(f"{name} is on {ids.device} but the model is on {self.token.weight.device}")
         check_ids(name, ids, self.vocab_size)
+        if deferring():
+            # The range check is queued (read later with the loss): keep a bad id from reaching the embedding
+            # lookup, where a GPU would stop with a device-side assertion instead of the check's clear message.
+            ids = ids.clamp(0, self.vocab_size - 1)
         x = self.token(ids) * self.scale
         if self.position is not None:
             x = self.position(x, start=start)

@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ._checks import check_choice, check_positive_int
+from ._checks import check_choice, check_positive_int, deferred_checks, raise_deferred
 
 # Data parallelism and checkpoints live in their own modules; re-exported here (documented there).
 from .checkpoints import load_checkpoint, save_checkpoint  # noqa: F401
@@ -201,15 +201,19 @@ class History:
 
 
 # ---------------------------------------------------------------------------------------------- the loop
-def _split_loss(out, step: int):
-    """``loss_fn``'s return value -> (scalar loss, n_tokens or None), validated."""
+def _split_loss(out, step: int, keep_tensor: bool = False):
+    """``loss_fn``'s return value -> (scalar loss, n_tokens or None), validated.
+
+    With ``keep_tensor`` a tensor count stays a tensor (read later, with the loss); otherwise it becomes an int.
+    """
     n_tokens = None
     if isinstance(out, (tuple, list)):
         if len(out) != 2:
             raise TypeError(f"loss_fn must return a loss or (loss, n_tokens), got a {type(out).__name__} of "
                             f"length {len(out)} at step {step}")
         out, n_tokens = out
-        n_tokens = int(n_tokens)
+        if not (keep_tensor and isinstance(n_tokens, torch.Tensor) and n_tokens.numel() == 1):
+            n_tokens = int(n_tokens)
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"loss_fn must return a torch.Tensor loss, got {type(out).__name__} at step {step}")
     if out.dim() != 0:
@@ -248,6 +252,7 @@ def fit(
     compile: bool = False,
     progress: Optional[bool] = None,
     seed: Optional[int] = None,
+    sync_every: Optional[int] = None,
 ) -> History:
     """Train ``model`` in place for ``steps`` optimizer updates.
 
@@ -280,12 +285,21 @@ def fit(
             the chapter runs its long GPU settings (:func:`~transformer_lib.notebook.use_gpu_settings`), where a
             reader waits minutes, and none in the short CPU runs whose outputs the book stores.
         seed: if given, :func:`set_seed` it before the first step (dropout, data drawn from the global RNG).
+        sync_every: read the losses, gradient norms, token counts and the models' value checks (token ids in
+            range) back to the host once every ``sync_every`` steps, all in one transfer; in between they stay on
+            the device, so a GPU never waits for the host. None (the default): every step on the CPU, where a read
+            costs nothing and an error stops training at once; every 16 steps on other devices. Under
+            ``torchrun`` the loss is combined across processes every step.
 
     Returns:
-        A :class:`History`.
+        A :class:`History`: every step's loss and gradient norm, whatever ``sync_every``.
 
     Raises:
-        FloatingPointError: when the loss or the gradient norm becomes NaN or infinite (naming the step).
+        FloatingPointError: when the loss or the gradient norm becomes NaN or infinite (naming the step). With
+            ``sync_every`` > 1 it is raised at the next read, so up to ``sync_every - 1`` later updates have
+            already been applied to the model.
+        ValueError: when a batch holds a token id outside the model's vocabulary (naming it); with
+            ``sync_every`` > 1, at the next read.
     """
     # ---- validate the arguments before touching the model
     if not isinstance(model, nn.Module):
@@ -314,6 +328,8 @@ def fit(
         check_positive_int("log_every", log_every)
     if amp not in AMP_MODES:
         raise ValueError(f"amp must be one of {list(AMP_MODES)}, got {amp!r}")
+    if sync_every is not None:
+        check_positive_int("sync_every", sync_every)
 
     # ---- device, processes, seed
     if device is None:
@@ -339,7 +355,9 @@ def fit(
             {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
         ]
-        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr)
+        # fused AdamW on CUDA: one kernel for all parameters, its step counters on the device (no host reads)
+        optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr,
+                                      **({"fused": True} if device.type == "cuda" else {}))
     scheduler = make_scheduler(optimizer, warmup_steps=warmup_steps, total_steps=steps, kind=schedule)
 
     net = model
@@ -371,66 +389,128 @@ def fit(
 
         progress = use_gpu_settings()
     bar = _tqdm(total=steps, disable=not (progress and main))
+    if sync_every is None:
+        sync_every = 1 if device.type == "cpu" else 16
+    defer = sync_every > 1 and not distributed
+    # Steps whose loss, gradient norm, token count and queued checks have not been read yet.
+    pending: list = []
+
+    def read_pending() -> None:
+        """One host read for the pending steps; record them, and raise the first error among them, in order."""
+        if not pending:
+            return
+        # Everything the pending steps left on the device, as one float32 vector read in one transfer (token ids
+        # and counts are exact in float32 below 2**24).
+        values = []
+        for _, loss_t, norm_t, n_t, checks in pending:
+            values += [loss_t.float().reshape(1), norm_t.float().reshape(1)]
+            if isinstance(n_t, torch.Tensor):
+                values.append(n_t.float().reshape(1))
+            values += [lo_hi.float().reshape(2) for _, _, lo_hi in checks]
+        flat = torch.cat([v.to(device) for v in values]).tolist()
+        i = 0
+        for step, _, _, n_t, checks in pending:
+            loss_v, norm_v = flat[i:i + 2]
+            i += 2
+            if isinstance(n_t, torch.Tensor):
+                n_t = int(flat[i])
+                i += 1
+            for name, vocab_size, _ in checks:
+                raise_deferred(name, vocab_size, int(flat[i]), int(flat[i + 1]))
+                i += 2
+            record(step, loss_v, norm_v, n_t)
+        pending.clear()
+
+    def record(step: int, loss_v: float, norm_v: float, n_tokens_v: Optional[int]) -> None:
+        if not math.isfinite(loss_v):
+            raise FloatingPointError(f"training loss is {loss_v} at step {step}; lower lr, enable clip_grad "
+                                     "or check the data (e.g. a batch whose labels are all ignored)")
+        if not math.isfinite(norm_v):
+            raise FloatingPointError(f"gradient norm is {norm_v} at step {step}; lower lr or enable clip_grad")
+        history.steps.append(step)
+        history.train_loss.append(loss_v)
+        history.grad_norm.append(norm_v)
+        history.tokens += n_tokens_v if n_tokens_v is not None else fallback_tokens.pop(step)
+        fallback_tokens.pop(step, None)
+        bar.set_postfix(loss=f"{loss_v:.4f}", refresh=False)
+        if log_every is not None and main and ((step + 1) % log_every == 0 or step == 0):
+            bar.write(f"step {step + 1:>6}/{steps}  loss {loss_v:.4f}  lr {history.lr[step]:.2e}  "
+                      f"grad_norm {norm_v:.3f}")
+
+    fallback_tokens: dict = {}
     try:
-        for step in range(steps):
-            t0 = time.perf_counter()
-            batch = get_batch(step)
-            if not isinstance(batch, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in batch):
-                kinds = (type(batch).__name__ if not isinstance(batch, (tuple, list))
-                         else "a sequence of " + ", ".join(type(t).__name__ for t in batch))
-                raise TypeError(f"get_batch({step}) must return a tuple of tensors, got {kinds}")
-            if distributed:
-                batch = shard_batch(batch, my_rank, n_procs)
-            n_fallback = _count_tokens(batch) * n_procs
-            batch = _to_device(batch, device)
+        with deferred_checks() if defer else nullcontext():
+            for step in range(steps):
+                t0 = time.perf_counter()
+                batch = get_batch(step)
+                if not isinstance(batch, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in batch):
+                    kinds = (type(batch).__name__ if not isinstance(batch, (tuple, list))
+                             else "a sequence of " + ", ".join(type(t).__name__ for t in batch))
+                    raise TypeError(f"get_batch({step}) must return a tuple of tensors, got {kinds}")
+                if distributed:
+                    batch = shard_batch(batch, my_rank, n_procs)
+                fallback_tokens[step] = _count_tokens(batch) * n_procs
+                batch = _to_device(batch, device)
 
-            with autocast():
-                loss, n_tokens = _split_loss(loss_fn(net, batch), step)
-            # The global loss is the token-weighted mean over ranks; scaling each rank's loss by its token share
-            # makes DDP's gradient *average* equal the gradient of that global mean.
-            n_local = 1 if n_tokens is None else n_tokens
-            n_global = n_local * n_procs
-            global_loss = loss.item()
-            if distributed:
-                # NCCL reduces only CUDA tensors; Gloo reduces CPU ones.
-                stats = torch.tensor([global_loss * n_local, n_local], dtype=torch.float64,
-                                     device=device if device.type == "cuda" else "cpu")
-                dist.all_reduce(stats)
-                global_loss, n_global = (stats[0] / stats[1]).item(), int(stats[1].item())
-            if not math.isfinite(global_loss):
-                raise FloatingPointError(f"training loss is {global_loss} at step {step}; lower lr, enable clip_grad "
-                                         "or check the data (e.g. a batch whose labels are all ignored)")
-            if not loss.requires_grad:
-                raise ValueError(f"loss_fn returned a loss that does not require grad at step {step}; was it "
-                                 "computed under torch.no_grad() or detached?")
-            if distributed and n_tokens is not None:
-                loss = loss * (n_local * n_procs / n_global)
+                with autocast():
+                    loss, n_tokens = _split_loss(loss_fn(net, batch), step, keep_tensor=defer)
+                if not loss.requires_grad:
+                    raise ValueError(f"loss_fn returned a loss that does not require grad at step {step}; was it "
+                                     "computed under torch.no_grad() or detached?")
+                if distributed:
+                    # The global loss is the token-weighted mean over ranks; scaling each rank's loss by its token
+                    # share makes DDP's gradient *average* equal the gradient of that global mean. NCCL reduces only
+                    # CUDA tensors; Gloo reduces CPU ones.
+                    n_local = 1 if n_tokens is None else n_tokens
+                    stats = torch.tensor([loss.item() * n_local, n_local], dtype=torch.float64,
+                                         device=device if device.type == "cuda" else "cpu")
+                    dist.all_reduce(stats)
+                    global_loss, n_global = (stats[0] / stats[1]).item(), int(stats[1].item())
+                    if not math.isfinite(global_loss):
+                        record(step, global_loss, 0.0, None)       # raises, naming the step
+                    if n_tokens is not None:
+                        loss = loss * (n_local * n_procs / n_global)
+                    loss_for_history = torch.tensor(global_loss)
+                    n_for_history = None if n_tokens is None else n_global
+                else:
+                    if not defer and not math.isfinite(loss.item()):
+                        record(step, loss.item(), 0.0, None)        # raises before the update, naming the step
+                    loss_for_history, n_for_history = loss.detach(), n_tokens
 
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            norm = torch.nn.utils.clip_grad_norm_(params, clip_grad if clip_grad is not None else float("inf"))
-            norm = float(norm)
-            if not math.isfinite(norm):
-                raise FloatingPointError(f"gradient norm is {norm} at step {step}; lower lr or enable clip_grad")
-            history.lr.append(optimizer.param_groups[0]["lr"])
-            optimizer.step()
-            scheduler.step()
-            history.seconds += time.perf_counter() - t0
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                norm = torch.nn.utils.clip_grad_norm_(params, clip_grad if clip_grad is not None else float("inf"))
+                if not defer and not math.isfinite(float(norm)):
+                    record(step, 0.0, float(norm), None)             # raises before the update, naming the step
+                history.lr.append(optimizer.param_groups[0]["lr"])
+                optimizer.step()
+                scheduler.step()
+                history.seconds += time.perf_counter() - t0
 
-            history.steps.append(step)
-            history.train_loss.append(global_loss)
-            history.grad_norm.append(norm)
-            history.tokens += n_global if n_tokens is not None else n_fallback
-            bar.update(1)
-            bar.set_postfix(loss=f"{global_loss:.4f}", refresh=False)
-            if log_every is not None and main and ((step + 1) % log_every == 0 or step == 0):
-                bar.write(f"step {step + 1:>6}/{steps}  loss {global_loss:.4f}  lr {history.lr[-1]:.2e}  "
-                          f"grad_norm {norm:.3f}")
-            if eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or step == steps - 1):
-                run_eval(step + 1)
+                checks = list(_deferred_queue(defer))
+                pending.append((step, loss_for_history, norm.detach(), n_for_history, checks))
+                bar.update(1)
+                at_eval = eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or step == steps - 1)
+                at_log = log_every is not None and main and ((step + 1) % log_every == 0 or step == 0)
+                if not defer or (step + 1) % sync_every == 0 or step == steps - 1 or at_eval or at_log:
+                    read_pending()
+                if at_eval:
+                    run_eval(step + 1)
+            read_pending()
     finally:
         bar.close()
     return history
+
+
+def _deferred_queue(defer: bool) -> list:
+    """The checks queued by the step that just ran (and empty the queue for the next)."""
+    if not defer:
+        return []
+    from ._checks import _DEFERRED
+
+    queued = list(_DEFERRED.queue)
+    _DEFERRED.queue.clear()
+    return queued
 
 
 def _tqdm(total: int, disable: bool):
