@@ -291,3 +291,10 @@ def test_run_all_quick_writes_results(tmp_path, capsys):
     assert (tmp_path / "summary.md").read_text() == run_all.render_summary(results)
     assert all((tmp_path / p).stat().st_size > 0 for p in ("reference_vs_fused.png", "chapters.png"))
     assert "kv_cache_speedup:" in out and "== Figures" in out
+
+
+@pytest.mark.slow
+def test_fit_overhead_quick(capsys):
+    """fit against a minimal hand loop: the figure is the ratio of the run's own median times."""
+    res, figs = run_quick("bench_fit_overhead", capsys)
+    check_figure(figs, "fit_over_hand_loop_steps_per_s", res["ratio"], 2, target=0.9, at_most=False)
