@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import gpu_run, notebooks  # noqa: E402
 from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, VERDICTS, adequacy_key, claim_keys,  # noqa: E402
-                                    claim_label, find_claims)
+                                    claim_label, erratum_keys, erratum_label, find_claims, find_errata)
 
 PAGE = notebooks.ROOT / "claims.md"
 
@@ -93,13 +93,23 @@ def collect() -> list[dict]:
                            "adequacy": pasted(values[adequacy_key(claim_id)]).strip()
                            if adequacy_key(claim_id) in values else None,
                            "stored": [values.get(k, "") for k in (text_key, value_key)]})
+        errata = [{"id": e, "keys": erratum_keys(e), "stored": [values.get(k, "") for k in erratum_keys(e)]}
+                  for e in find_errata(nb)]
         chapters.append({"path": path, "doc": notebooks.relative(path), "title": chapter_title(nb),
-                         "number": notebooks.chapter_number(path), "claims": claims})
+                         "number": notebooks.chapter_number(path), "claims": claims, "errata": errata})
     return chapters
 
 
 def cell(doc: str, key: str) -> str:
     return f"{{glue:text}}`{doc}::{key}:s`"
+
+
+ERRATA_INTRO = """\
+A slip in the material the lecture is taught from (a formula typed wrongly on one slide, a number
+shifted in a transcription) is not a claim about Transformers, and the book does not count it as
+one *corrected* by a measurement. The chapters record such slips separately, with the evidence
+that shows them (`transformer_lib.ledger.record_erratum`), and they are listed here.
+"""
 
 
 def gpu_verdict(claim: dict, gpu: dict) -> str:
@@ -147,6 +157,17 @@ def render(chapters: list[dict] | None = None) -> str:
             rows.append(f"| {cell(doc, text_key)} | {cell(doc, value_key)} | {trained} | {cell(doc, verdict_key)} "
                         f"| {gpu_verdict(claim, gpu)} | {{ref}}`{claim_label(claim['id'])}` |")
         parts.append("\n".join(rows) + "\n")
+    errata = [(c["doc"], e) for c in chapters for e in c.get("errata", [])]
+    parts.append("(claims-errata)=\n## Errata of the lecture material\n")
+    parts.append(ERRATA_INTRO)
+    if errata:
+        rows = ["| Where | Written | Correct | Shown by | In |", "| --- | --- | --- | --- | --- |"]
+        for doc, erratum in errata:
+            rows.append("| " + " | ".join(cell(doc, key) for key in erratum["keys"])
+                        + f" | {{ref}}`{erratum_label(erratum['id'])}` |")
+        parts.append("\n".join(rows) + "\n")
+    else:
+        parts.append("No chapter has recorded an erratum yet.\n")
     return "\n".join(parts)
 
 
@@ -170,6 +191,10 @@ def problems(chapters: list[dict]) -> list[str]:
                 elif stored[0] not in "'\"" and pasted(stored) != stored:
                     # tl.ledger.Text is stored without quotes; myst-nb literal-evaluates it first.
                     found.append(f"{where}: {key} {stored!r} would paste as {pasted(stored)!r}")
+        for erratum in chapter.get("errata", []):
+            for key, stored in zip(erratum["keys"], erratum["stored"]):
+                if not stored:
+                    found.append(f"{chapter['doc']}: erratum {erratum['id']}: {key} is not glued")
     return found
 
 

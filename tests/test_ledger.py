@@ -120,3 +120,21 @@ def test_accuracy_saturated_and_combined():
 def test_adequacy_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_record_erratum_glues_four_parts(monkeypatch, capsys):
+    import transformer_lib.notebook as notebook
+    from transformer_lib.ledger import erratum_keys, erratum_label, find_errata, record_erratum
+
+    glued = {}
+    monkeypatch.setattr(notebook, "glue", lambda key, value, display=True: glued.__setitem__(key, repr(value)))
+    line = record_erratum("08_ln_mean", "a lecture slide", "μ = Σ x", "μ = (1/d) Σ x", "means reach 1.00")
+    assert line == "[erratum] a lecture slide: written μ = Σ x; correct μ = (1/d) Σ x — shown by: means reach 1.00"
+    assert set(glued) == set(erratum_keys("08_ln_mean")) and glued["erratum_08_ln_mean_correct"] == "μ = (1/d) Σ x"
+    assert erratum_label("08_ln_mean") == "erratum-08-ln-mean"
+    nb = {"cells": [{"outputs": [{"metadata": {"scrapbook": {"name": k}}} for k in erratum_keys("08_ln_mean")]}]}
+    assert find_errata(nb) == ["08_ln_mean"]
+    with pytest.raises(ValueError, match="written must be a non-empty str"):
+        record_erratum("08_x", "slide", " ", "y", "z", glue=False)
+    with pytest.raises(ValueError, match="erratum_id must look like"):
+        record_erratum("8_x", "slide", "x", "y", "z", glue=False)

@@ -81,3 +81,28 @@ def test_ledger_pastes_every_claim_of_every_chapter():
             for key in claim_keys(claim_id):
                 assert f"{{glue:text}}`{doc}::{key}:s`" in page, f"claims.md does not paste {doc}::{key}"
             assert f"{{ref}}`{claim_label(claim_id)}`" in page
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_errata_have_labels_and_all_parts(path):
+    """An erratum (transformer_lib.ledger.record_erratum) glues where / written / correct / evidence and has the
+    label (erratum-NN-<name>)= in its chapter; the ledger's errata section links there."""
+    from transformer_lib.ledger import erratum_keys, erratum_label, find_errata
+
+    nb = load(path)
+    glued = notebooks.glued_values(nb)
+    for erratum_id in find_errata(nb):
+        assert erratum_id[:2] == f"{notebooks.chapter_number(path):02d}", erratum_id
+        missing = [k for k in erratum_keys(erratum_id) if not glued.get(k, "").strip()]
+        assert not missing, f"{notebooks.relative(path)}: erratum {erratum_id} lacks {missing}"
+        assert f"({erratum_label(erratum_id)})=" in markdown(nb), (
+            f"{notebooks.relative(path)}: put the label ({erratum_label(erratum_id)})= above the section that "
+            f"shows erratum {erratum_id}")
+
+
+def test_ledger_page_lists_errata_apart_from_claims():
+    page = build_ledger.PAGE.read_text(encoding="utf-8")
+    assert "(claims-errata)=\n## Errata of the lecture material" in page
+    for chapter in build_ledger.collect():
+        for erratum in chapter["errata"]:
+            assert f"{{ref}}`erratum-{erratum['id'].replace('_', '-')}`" in page

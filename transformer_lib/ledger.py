@@ -8,6 +8,11 @@ for a claim that rests on trained models, ``claim_<id>_adequacy``; the ledger pa
 rebuilt. The chapter also places the MyST label ``(claim-<id with dashes>)=`` above the section that tests the
 claim, which the ledger links to.
 
+Errata are not claims. A slip in the lecture's material (a formula typed wrongly on one slide, a number shifted
+in a transcription) is recorded with :func:`record_erratum`: where it is, what is written, what is right and the
+evidence; the ledger page lists errata in a section of their own. The verdict *corrected* is kept for claims the
+lecture makes and a measurement contradicts.
+
 The adequacy rule. A verdict about trained models is only as good as the training: a model stopped before it
 learned the task tells nothing about the architecture. So every claim names its adequacy (``adequacy=``): either
 :data:`TRAINS_NOTHING` (shapes, FLOP counts, exact identities, timings of untrained layers) or an :class:`Adequacy`,
@@ -23,7 +28,8 @@ from dataclasses import dataclass
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = ["VERDICTS", "NOT_TESTABLE", "TRAINS_NOTHING", "Adequacy", "Text", "accuracy_saturated", "adequacy_key",
-           "beats_baseline", "claim_keys", "claim_label", "find_claims", "loss_flattened", "record_claim"]
+           "beats_baseline", "claim_keys", "claim_label", "erratum_keys", "erratum_label", "find_claims",
+           "find_errata", "loss_flattened", "record_claim", "record_erratum"]
 
 #: The verdict recorded when the models behind a claim fail their adequacy check (or the task cannot tell).
 NOT_TESTABLE = "not testable at this budget"
@@ -270,6 +276,62 @@ def record_claim(claim_id: str, claim: str, value: str, verdict: str, *,
         summary += f" — trained enough? {adequacy}"
     print(summary)
     return summary
+
+
+_ERRATUM_PARTS = ("where", "written", "correct", "evidence")
+
+
+def erratum_keys(erratum_id: str) -> Tuple[str, str, str, str]:
+    """The four glue keys of an erratum: where, written, correct and evidence."""
+    return tuple(f"erratum_{erratum_id}_{part}" for part in _ERRATUM_PARTS)
+
+
+def erratum_label(erratum_id: str) -> str:
+    """The MyST label of the section that shows an erratum, e.g. ``'08_ln_mean'`` -> ``'erratum-08-ln-mean'``."""
+    return "erratum-" + erratum_id.replace("_", "-")
+
+
+def record_erratum(erratum_id: str, where: str, written: str, correct: str, evidence: str, glue: bool = True) -> str:
+    """Record an erratum of the lecture's material (not a claim) for the ledger's errata section; print a line.
+
+    Args:
+        erratum_id: ``'NN_short_name'``: the two-digit chapter number and a short snake_case name.
+        where: where the slip is, e.g. ``'lecture slide on layer normalization'``.
+        written: what is written there.
+        correct: what is right.
+        evidence: what the chapter computed to show it, formatted.
+        glue: glue the four values into the notebook (requires myst-nb; off outside notebooks).
+
+    Returns:
+        the summary line.
+    """
+    if not isinstance(erratum_id, str) or not _ID.match(erratum_id):
+        raise ValueError(f"erratum_id must look like 'NN_short_name' (two digits, underscore, snake_case), "
+                         f"got {erratum_id!r}")
+    values = (where, written, correct, evidence)
+    for name, v in zip(_ERRATUM_PARTS, values):
+        if not isinstance(v, str) or not v.strip():
+            raise ValueError(f"{name} must be a non-empty str, got {v!r}")
+    if glue:
+        from .notebook import glue as _glue
+
+        for key, text in zip(erratum_keys(erratum_id), values):
+            _glue(key, Text(text), display=False)
+    summary = f"[erratum] {where}: written {written}; correct {correct} — shown by: {evidence}"
+    print(summary)
+    return summary
+
+
+def find_errata(notebook: dict) -> List[str]:
+    """Erratum ids recorded in an executed notebook (parsed JSON), in order of appearance."""
+    ids: List[str] = []
+    for cell in notebook.get("cells", []):
+        for out in cell.get("outputs", []):
+            key = out.get("metadata", {}).get("scrapbook", {}).get("name", "")
+            m = re.match(r"^erratum_(\d\d_[a-z0-9_]+)_where$", key)
+            if m and m.group(1) not in ids:
+                ids.append(m.group(1))
+    return ids
 
 
 def find_claims(notebook: dict) -> List[str]:
