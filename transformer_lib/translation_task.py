@@ -2,7 +2,8 @@
 language, generated from a seed (nothing is downloaded).
 
 * :func:`make_translation_data` and :func:`translation_splits` sample sentence pairs (the splits keep a test set of
-  longer sentences than any seen in training); :func:`translation_vocabs` gives the two vocabularies.
+  longer sentences than any seen in training); :func:`make_long_range_data` samples sentences whose main verb is far
+  from its subject, at the training lengths; :func:`translation_vocabs` gives the two vocabularies.
 * :func:`reference_translate` is the rule that defines the target language; :func:`alignment` links each target
   word to the source words it translates (the gold standard for cross-attention); :func:`subject_verb_distance`
   measures how far the main verb's agreement reaches; :func:`describe_translation` shows the task in a few lines.
@@ -19,7 +20,7 @@ import torch
 from ._checks import check_positive_int, check_seed
 from .tokenizers import Vocab
 
-__all__ = ["make_translation_data", "translation_splits", "translation_vocabs", "reference_translate", "alignment",
+__all__ = ["make_translation_data", "make_long_range_data", "translation_splits", "translation_vocabs", "reference_translate", "alignment",
            "subject_verb_distance", "describe_translation", "TRANSLATION_LEXICON"]
 
 
@@ -272,6 +273,27 @@ def _check_lengths(min_len, max_len, max_depth) -> None:
                          f"(sentences have 3 to {longest} words at this depth)")
 
 
+def _draw_pairs(n: int, seed: int, min_len: int, max_len: int, max_depth: int, unique: bool, exclude: Iterable[str],
+                keep=None, floor: Optional[float] = None) -> List[Tuple[List[str], List[str]]]:
+    """Rejection sampling shared by the generators: sentences of the grammar, kept by length (and ``keep``)."""
+    rng = random.Random(seed)
+    seen = set(exclude)
+    out = []
+    # Rich sentences are needed for long ranges: raise the floor of the per-sentence modifier rate.
+    lo = min(0.85, max(0.0, (min_len - 6) / 14)) if floor is None else floor
+    misses = 0  # draws since the last accepted sentence: a long run means the range is exhausted
+    while len(out) < n and misses < 20000:
+        src = _sample_sentence(rng, max_depth, rng.uniform(lo, 0.95))
+        key = " ".join(src)
+        if not min_len <= len(src) <= max_len or (unique and key in seen) or (keep is not None and not keep(src)):
+            misses += 1
+            continue
+        misses = 0
+        seen.add(key)
+        out.append((src, reference_translate(src)))
+    return out
+
+
 def make_translation_data(n: int, seed: int = 0, min_len: int = 3, max_len: int = 20, max_depth: int = 2,
                           unique: bool = True, exclude: Iterable[str] = ()) -> List[Tuple[List[str], List[str]]]:
     """``n`` sentence pairs (source words, target words) with ``min_len <= len(source) <= max_len``.
@@ -293,24 +315,62 @@ def make_translation_data(n: int, seed: int = 0, min_len: int = 3, max_len: int 
     check_positive_int("n", n)
     check_seed(seed)
     _check_lengths(min_len, max_len, max_depth)
-    rng = random.Random(seed)
-    seen = set(exclude)
-    out = []
-    # Rich sentences are needed for long ranges: raise the floor of the per-sentence modifier rate.
-    lo = min(0.85, max(0.0, (min_len - 6) / 14))
-    misses = 0  # draws since the last accepted sentence: a long run means the range is exhausted
-    while len(out) < n and misses < 20000:
-        src = _sample_sentence(rng, max_depth, rng.uniform(lo, 0.95))
-        key = " ".join(src)
-        if not min_len <= len(src) <= max_len or (unique and key in seen):
-            misses += 1
-            continue
-        misses = 0
-        seen.add(key)
-        out.append((src, reference_translate(src)))
+    out = _draw_pairs(n, seed, min_len, max_len, max_depth, unique, exclude)
     if len(out) < n:
         raise ValueError(f"could only generate {len(out)} of n={n} distinct sentences with length {min_len}.."
                          f"{max_len} and max_depth={max_depth}; widen the range or ask for fewer")
+    return out
+
+
+def make_long_range_data(n: int, min_distance: int, seed: int = 0, max_distance: Optional[int] = None,
+                         min_len: int = 3, max_len: int = 20, max_depth: int = 2,
+                         exclude: Iterable[str] = ()) -> List[Tuple[List[str], List[str]]]:
+    """``n`` distinct sentence pairs whose main verb is far from its subject, at lengths seen in training.
+
+    A test set for the agreement of the main verb across long distances: every source has
+    ``min_distance <= subject_verb_distance(source) <= max_distance`` and ``min_len <= len(source) <= max_len``
+    (by default the training range of :func:`translation_splits`), so a model is tested on distances, not on
+    lengths it never saw. Pass the training sources as ``exclude`` to keep the split disjoint from them.
+
+    Args:
+        n: number of pairs.
+        min_distance: the smallest subject–verb distance kept, in source words (1 = adjacent).
+        seed: the random seed (same seed, same pairs).
+        max_distance: the largest distance kept (None: no limit).
+        min_len, max_len, max_depth: as in :func:`make_translation_data`.
+        exclude: source sentences (space-joined strings) never to return.
+
+    Returns:
+        A list of ``(src_tokens, tgt_tokens)`` pairs.
+
+    >>> pairs = make_long_range_data(3, min_distance=10, seed=0)
+    >>> [subject_verb_distance(src) >= 10 for src, _ in pairs]
+    [True, True, True]
+    """
+    check_positive_int("n", n)
+    check_positive_int("min_distance", min_distance)
+    if max_distance is not None:
+        check_positive_int("max_distance", max_distance)
+        if max_distance < min_distance:
+            raise ValueError(f"max_distance must be >= min_distance, got max_distance={max_distance} < "
+                             f"min_distance={min_distance}")
+    check_seed(seed)
+    _check_lengths(min_len, max_len, max_depth)
+    farthest = max_len - 2  # the subject noun is word 2 at the earliest and the verb word max_len at the latest
+    if min_distance > farthest:
+        raise ValueError(f"min_distance must be at most max_len - 2 = {farthest} (a subject noun and its verb within "
+                         f"{max_len} words), got {min_distance}")
+    high = max_distance if max_distance is not None else farthest
+
+    def keep(src: List[str]) -> bool:
+        return min_distance <= subject_verb_distance(src) <= high
+
+    # A distant subject needs modifiers on the subject: sample clause-rich sentences (the rate floor of 0.6).
+    out = _draw_pairs(n, seed, min_len, max_len, max_depth, True, exclude, keep=keep, floor=0.6)
+    if len(out) < n:
+        raise ValueError(f"could only generate {len(out)} of n={n} distinct sentences with a subject-verb distance "
+                         f"of {min_distance}..{high} words, length {min_len}..{max_len} and max_depth={max_depth}; "
+                         "widen the ranges or ask for fewer")
     return out
 
 
