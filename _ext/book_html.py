@@ -6,6 +6,9 @@
 - The Colab launch button of a chapter opens the Colab edition, ``colab/NN_topic.ipynb``
   (scripts/make_colab_edition.py), instead of ``chapters/NN_topic.ipynb``, which sphinx-book-theme
   derives from the page name: the edition's markdown is plain Markdown that Colab renders.
+- The test harness stays out of sight: the tolerance declarations that nbval reads
+  (``# nbval-tolerance: ...``) are removed from the code cells as the page shows them
+  (``booktools.notebooks.reader_source``); the executed notebook keeps them.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from booktools.notebooks import COLAB_LINK_PREFIX, colab_edition_target  # noqa: E402
+from booktools.notebooks import HARNESS_LINE, COLAB_LINK_PREFIX, colab_edition_target, reader_source  # noqa: E402
 
 
 def _dedupe_scripts(app, pagename, templatename, context, doctree):
@@ -48,7 +51,26 @@ def _colab_edition_links(app, pagename, templatename, context, doctree):
     rewrite(context.get("header_buttons"))
 
 
+def _hide_harness(app, doctree):
+    """Drop the nbval tolerance lines from the code of every notebook cell on the page."""
+    from docutils import nodes
+
+    for block in list(doctree.findall(nodes.literal_block)):
+        parent = block.parent
+        if parent is None or "cell_input" not in parent.get("classes", []):
+            continue
+        text = block.astext()
+        if not any(HARNESS_LINE.match(line) for line in text.split("\n")):
+            continue
+        shown = reader_source(text)
+        new = nodes.literal_block(shown, shown, **{k: v for k, v in block.attributes.items()
+                                                    if k not in ("ids", "backrefs", "dupnames")})
+        new["ids"] = block["ids"]
+        block.replace_self(new)
+
+
 def setup(app):
+    app.connect("doctree-read", _hide_harness)
     app.connect("html-page-context", _dedupe_scripts, priority=900)
     # after sphinx-book-theme's add_launch_buttons (priority 501), before the page is rendered
     app.connect("html-page-context", _colab_edition_links, priority=600)

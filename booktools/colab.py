@@ -663,9 +663,10 @@ def convert_chapter(path: Path, config: dict | None = None):
             if nbt.is_bootstrap_cell(cell) or nbt.BOOTSTRAP_TAG in nbt.cell_tags(cell):
                 continue  # the set-up cell is the template above; other remove-cell cells are the book's
             new = copy.deepcopy(cell)
+            new.source = nbt.reader_source(nbt.cell_source(cell))     # the test harness stays in the book's copy
             if gated[0] == "solution" or "solution" in nbt.cell_tags(cell):
                 new.metadata["cellView"] = "form"
-                new.source = f"{FORM_TITLE}\n{nbt.cell_source(cell)}"
+                new.source = f"{FORM_TITLE}\n{new.source}"
             cells.append(new)
             continue
         if cell.cell_type != "markdown":

@@ -59,6 +59,22 @@ if "google.colab" in sys.modules:
     output.enable_custom_widget_manager()  # ipywidgets 8 in Colab'''
 
 
+# --------------------------------------------------------------------------- what a reader sees of a code cell
+#: Lines of a code cell that belong to the test harness, not to the experiment: the tolerance declarations that
+#: nbval reads (``# nbval-tolerance: ...``, README "Portable outputs"). The cell keeps them (nbval needs them);
+#: the HTML book, the Colab edition and the student edition show the cell without them.
+HARNESS_LINE = re.compile(r"^[ \t]*#[ \t]*nbval-tolerance\b.*$")
+
+
+def reader_source(source: str) -> str:
+    """A code cell's source as a reader sees it: the harness lines (:data:`HARNESS_LINE`) removed, with the
+    blank lines they leave at the top of the cell."""
+    lines = [line for line in source.split("\n") if not HARNESS_LINE.match(line)]
+    while lines and not lines[0].strip() and len(lines) > 1:
+        lines.pop(0)
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- configuration
 def load_config() -> dict:
     """The parsed `_config.yml`."""
