@@ -53,12 +53,16 @@ def layout_problems(fig):
 
 
 # ------------------------------------------------------------------------------------- every diagram
+#: The canonical figures drawn upright like the paper's: the whole encoder–decoder and multi-head attention.
+TALL = {"encoder_decoder", "multihead_heads"}
+
+
 @pytest.mark.parametrize("name", diagrams.__all__)
 def test_default_figure_is_a_deterministic_png_of_book_width(name):
     fig = getattr(diagrams, name)()
     assert isinstance(fig, Figure)
     width, height = fig.get_size_inches()
-    assert width == 10.0 and 1.5 <= height <= 5.0
+    assert width == 10.0 and 1.5 <= height <= (10.0 if name in TALL else 5.0)
     assert not fig.axes[0].axison  # a diagram, not a plot: no axes, ticks or grid
     first = png(fig)
     assert first.startswith(b"\x89PNG\r\n\x1a\n")
@@ -84,6 +88,11 @@ LAYOUTS = {
     "architectures default": lambda: diagrams.architectures(),
     "architectures smallest": lambda: diagrams.architectures(2, 1),
     "architectures largest": lambda: diagrams.architectures(6, 6),
+    "encoder-decoder post-norm": lambda: diagrams.encoder_decoder(),
+    "encoder-decoder pre-norm": lambda: diagrams.encoder_decoder(12, "pre"),
+    "heads default": lambda: diagrams.multihead_heads(),
+    "heads one": lambda: diagrams.multihead_heads(1, 64),
+    "heads many": lambda: diagrams.multihead_heads(16, 4096),
 }
 
 
@@ -234,6 +243,10 @@ def test_architectures_draw_bidirectional_causal_and_cross_edges(n, focus):
     (diagrams.transformer_block, dict(kind="gpt"), "kind must be one of.*got 'gpt'"),
     (diagrams.architectures, dict(n_tokens=1), "n_tokens must be between 2 and 6.*got 1"),
     (diagrams.architectures, dict(focus=5), "focus must be between 1 and 4.*got 5"),
+    (diagrams.encoder_decoder, dict(n_layers=0), "n_layers must be between 1 and 48.*got 0"),
+    (diagrams.encoder_decoder, dict(norm="sandwich"), "norm must be one of.*got 'sandwich'"),
+    (diagrams.multihead_heads, dict(n_heads=3, d_model=512), "n_heads must divide d_model.*512.*3"),
+    (diagrams.multihead_heads, dict(n_heads=17), "n_heads must be between 1 and 16.*got 17"),
 ])
 def test_bad_arguments_raise_value_errors_that_name_them(function, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -245,3 +258,27 @@ def test_wrong_types_raise_type_errors():
         diagrams.self_attention_qkv("the students learned")
     with pytest.raises(TypeError, match="n_steps must be an int, got float"):
         diagrams.unrolled_rnn(5.0)
+
+
+
+# ------------------------------------------------------------------------------ the canonical figures
+def test_encoder_decoder_stacks_the_paper_s_blocks():
+    post = texts(diagrams.encoder_decoder(6, "post"))
+    assert post.count("6×") == 2 and post.count("Add & Norm") == 5
+    for name in ("Input embedding", "Output embedding", "Multi-head\nself-attention", "Masked multi-head\nself-attention",
+                 "Multi-head\ncross-attention", "Linear", "Softmax", "next-token probabilities"):
+        assert name in post, name
+    assert post.count("Feed-forward") == 2 and post.count("positional\nencoding") == 2
+    pre = texts(diagrams.encoder_decoder(12, "pre"))
+    assert "Add & Norm" not in pre and pre.count("12×") == 2
+    assert pre.count("Norm") == 5 + 2           # one before each sublayer, one on top of each stack
+    assert pre.count("+") == 5 + 2              # one sum per sublayer, and the positions added to the embeddings
+
+
+def test_multihead_heads_writes_the_heads_and_their_width():
+    t = " ".join(texts(diagrams.multihead_heads(8, 512)))
+    assert "$H$ = 8 heads" in t and "= 512 / 8 = 64" in t
+    for name in ("Linear $W^V_i$", "Linear $W^K_i$", "Linear $W^Q_i$", "Concatenate", "Linear $Y$"):
+        assert name in t, name
+    front_and_back = [p for p in diagrams.multihead_heads(2, 8).axes[0].patches if isinstance(p, Rectangle)]
+    assert len(front_and_back) == 2             # one card per head, up to three

@@ -22,8 +22,8 @@ from ._drawing import (BLACK, BLUE, CROSS, DECODER, ENCODER, GREEN, GREY, HIGHLI
                        SKY, VALUE, VERMILION, YELLOW, arrow, attention_edges, box, canvas, check_int, check_path,
                        check_weights, check_words, circle, label, tensor_cards, tint)
 
-__all__ = ["unrolled_rnn", "seq2seq_attention", "self_attention_qkv", "multihead_split_merge",
-           "transformer_block", "architectures"]
+__all__ = ["unrolled_rnn", "seq2seq_attention", "self_attention_qkv", "multihead_split_merge", "multihead_heads",
+           "transformer_block", "architectures", "encoder_decoder"]
 
 
 # ------------------------------------------------------------------------------------------------ RNN
@@ -460,4 +460,181 @@ def architectures(n_tokens: int = 4, focus: int = 2) -> Figure:
     label(ax, 6.55, 0.2, "source", size=8.5, color="black")
     targets = f"targets 1–{f + 1}" if f else "target 1"
     label(ax, 8.75, 0.2, f"target token {f + 1} reads {targets},\nthen every $m_j$", size=8.5, color="black")
+    return fig
+
+
+# ----------------------------------------------------------------------------------- the whole model
+def _stack(ax, x, y0, w, sublayers, norm: str, n_layers: int, side: str, color):
+    """One column of the encoder–decoder: a frame holding one block (drawn once, repeated ``n_layers`` times),
+    its sublayers bottom to top, each in a residual connection. Returns the block's input anchor, its output
+    anchor and the boxes of the sublayers (by name)."""
+    bh, gap, r = 0.42, 0.2, 0.12
+    parts = []                                                  # (kind, text, colour)
+    for name, c in sublayers:
+        if norm == "post":
+            parts += [("sub", name, c), ("addnorm", "Add & Norm", YELLOW)]
+        else:
+            parts += [("norm", "Norm", YELLOW), ("sub", name, c), ("add", "+", BLACK)]
+    heights = [2 * r if kind == "add" else (0.34 if kind in ("addnorm", "norm") else bh) for kind, _, _ in parts]
+    top = y0 + 0.35 + sum(heights) + gap * (len(parts) - 1) + 0.3
+    ax.add_patch(Rectangle((x - w / 2 - 0.3, y0), w + 0.6, top - y0, fc=tint(color, 0.08), ec=color, lw=1.3,
+                           ls="--", zorder=0))
+    lx = x - w / 2 - 0.55 if side == "left" else x + w / 2 + 0.55
+    label(ax, lx, (y0 + top) / 2, f"{n_layers}×", size=12, color="black")
+    y, prev, boxes, branch = y0 + 0.35, (x, y0), {}, None
+    for (kind, text, c), h in zip(parts, heights):
+        cy = y + h / 2
+        if kind == "add":
+            node = circle(ax, x, cy, r, "+", BLACK, size=11)
+        else:
+            node = box(ax, x, cy, w if kind == "sub" else 0.8 * w, h, text, c, size=8.5,
+                       fill=0.45 if c == YELLOW else 0.25)
+        if kind == "sub":
+            boxes[text] = node
+        if (norm == "post" and kind == "sub") or (norm == "pre" and kind == "norm"):
+            branch = (x, prev[1] + 0.08)                       # the residual path leaves here
+            ax.plot([x], [branch[1]], "o", color=BLACK, ms=3, zorder=4)
+        arrow(ax, prev, node.bottom)
+        if (norm == "post" and kind == "addnorm") or (norm == "pre" and kind == "add"):
+            bx = x - w / 2 - 0.15 if side == "left" else x + w / 2 + 0.15
+            ax.plot([x, bx, bx], [branch[1], branch[1], cy], color=INK, lw=1.0, zorder=1)
+            arrow(ax, (bx, cy), node.left if side == "left" else node.right, INK)
+        prev, y = node.top, y + h + gap
+    return (x, y0), prev, boxes, top
+
+
+def encoder_decoder(n_layers: int = 6, norm: str = "post") -> Figure:
+    """The encoder–decoder Transformer as stacked blocks: the figure every reader of the paper knows.
+
+    Left, the encoder: input embeddings plus positions, then ``n_layers`` blocks of multi-head self-attention and
+    a feed-forward network. Right, the decoder: output embeddings (the target shifted right) plus positions, then
+    ``n_layers`` blocks of masked self-attention, cross-attention to the encoder's output, and a feed-forward
+    network; a linear layer and a softmax turn its last states into next-token probabilities. Each sublayer sits
+    in a residual connection. This is ``tl.EncoderDecoder``.
+
+    Args:
+        n_layers: the number of blocks written beside each stack (1 to 48; the paper's base model has 6).
+        norm: ``'post'``, as in the original paper ("Add & Norm" after each sublayer), or ``'pre'``, the library's
+            default (a norm before each sublayer, the sum after it, and one final norm on top of each stack).
+
+    Returns:
+        The ``Figure``.
+
+    Raises:
+        ValueError: for ``n_layers`` out of range or an unknown ``norm``.
+        TypeError: for an ``n_layers`` that is not an int.
+    """
+    n = check_int("n_layers", n_layers, 1, 48)
+    check_choice("norm", norm, ("post", "pre"))
+    width, height = 9.4, 12.0                 # the height is trimmed to the drawing at the end
+    fig, ax = canvas(width, height)
+    w, xe, xd = 2.2, 2.5, 6.9
+
+    def base(x, words, embedding):
+        label(ax, x, 0.25, words, size=9, color="black")
+        emb = box(ax, x, 0.85, w, 0.42, embedding, GREY, size=8.5)
+        arrow(ax, (x, 0.42), emb.bottom)
+        plus = circle(ax, x, 1.45, 0.13, "+", BLACK, size=11)
+        arrow(ax, emb.top, plus.bottom)
+        side = -1 if x < width / 2 else 1
+        wave = np.linspace(0, 2 * np.pi, 40)
+        cx = x + side * (w / 2 + 0.1)
+        ax.plot(cx + side * 0.05 + np.linspace(-0.15, 0.15, 40), 1.45 + 0.09 * np.sin(2 * wave), color=INK, lw=1.0)
+        label(ax, cx + side * 0.35, 1.45, "positional\nencoding", size=8, ha="left" if side > 0 else "right")
+        arrow(ax, (cx - side * 0.17, 1.45), plus.right if side > 0 else plus.left, INK)
+        return plus
+
+    enc_in = base(xe, "inputs (source tokens)", "Input embedding")
+    dec_in = base(xd, "outputs, shifted right (target tokens)", "Output embedding")
+    _, enc_out, _, enc_top = _stack(ax, xe, 1.85, w, [("Multi-head\nself-attention", ENCODER),
+                                                       ("Feed-forward", SKY)], norm, n, "left", ENCODER)
+    arrow(ax, enc_in.top, (xe, 1.85 + 0.35 - 0.0), head=False)
+    _, dec_out, boxes, dec_top = _stack(ax, xd, 1.85, w, [("Masked multi-head\nself-attention", DECODER),
+                                                           ("Multi-head\ncross-attention", CROSS),
+                                                           ("Feed-forward", SKY)], norm, n, "right", DECODER)
+    arrow(ax, dec_in.top, (xd, 1.85 + 0.35), head=False)
+    if norm == "pre":                                               # the final norm of each pre-norm stack
+        enc_out = box(ax, xe, enc_top + 0.3, 0.8 * w, 0.32, "Norm", YELLOW, size=8.5, fill=0.45).top
+        arrow(ax, (xe, enc_top - 0.15), (xe, enc_top + 0.14))
+        dec_norm = box(ax, xd, dec_top + 0.3, 0.8 * w, 0.32, "Norm", YELLOW, size=8.5, fill=0.45)
+        arrow(ax, (xd, dec_top - 0.15), dec_norm.bottom)
+        dec_out = dec_norm.top
+    else:
+        arrow(ax, enc_out, (xe, enc_top + 0.15))
+        enc_out = (xe, enc_top + 0.15)
+    # the encoder's output m feeds every decoder block's cross-attention (keys and values)
+    cross = boxes["Multi-head\ncross-attention"]
+    ym = enc_out[1] + 0.25
+    ax.plot([xe, xe, (xe + xd) / 2, (xe + xd) / 2], [enc_out[1], ym, ym, cross.y], color=CROSS, lw=1.6, zorder=1)
+    arrow(ax, ((xe + xd) / 2, cross.y), cross.left, CROSS, lw=1.6)
+    label(ax, xe, ym + 0.45, "encoder output $m$:\nkeys and values of\nevery decoder block", size=8,
+          ha="center", linespacing=1.3)
+    y = dec_out[1] + 0.3
+    lin = box(ax, xd, y + 0.25, w, 0.38, "Linear", GREY, size=8.5)
+    arrow(ax, dec_out, lin.bottom)
+    soft = box(ax, xd, y + 0.9, w, 0.38, "Softmax", GREY, size=8.5)
+    arrow(ax, lin.top, soft.bottom)
+    arrow(ax, soft.top, (xd, y + 1.35))
+    label(ax, xd, y + 1.5, "next-token probabilities", size=9, color="black")
+    label(ax, xe, ym + 1.05, "Encoder", size=11, color=ENCODER)
+    label(ax, xd + w / 2 + 0.3, y + 0.55, "Decoder", size=11, color=DECODER, ha="left")
+    top = max(y + 1.8, ym + 1.35)
+    ax.set_xlim(-0.3, 9.7)                     # the book's width of 10 inches, the drawing centred
+    ax.set_ylim(0, top)
+    fig.set_size_inches(10.0, top)
+    return fig
+
+
+def multihead_heads(n_heads: int = 8, d_model: int = 512) -> Figure:
+    """Multi-head attention as a picture of heads (chapter 7): each head projects the queries, keys and values
+    to its own width ``d_model / n_heads``, attends with scaled dot products, and the heads' outputs are
+    concatenated and mixed by one more linear map :math:`Y`. The heads are drawn as a stack of cards: they run
+    side by side on the same input, with different weights.
+
+    Args:
+        n_heads: the number of heads :math:`H` (1 to 16; the first three cards are drawn).
+        d_model: the width of the token vectors, written with the heads' width (``n_heads`` must divide it).
+
+    Returns:
+        The ``Figure``.
+
+    Raises:
+        ValueError: for ``n_heads`` or ``d_model`` out of range, or an ``n_heads`` that does not divide ``d_model``.
+        TypeError: for a size that is not an int.
+    """
+    H = check_int("n_heads", n_heads, 1, 16)
+    d = check_int("d_model", d_model, 1, 65536)
+    if d % H:
+        raise ValueError(f"n_heads must divide d_model, got d_model={d} and n_heads={H}")
+    width, height = 7.8, 6.2
+    fig, ax = canvas(width, height)
+    cards, step = min(H, 3), 0.14
+    xs = {"V": 1.9, "K": 3.3, "Q": 4.7}
+    colors = {"V": VALUE, "K": KEY, "Q": QUERY}
+    for c in range(cards - 1, -1, -1):                       # back cards first, offset up and right
+        dx, dy = c * step, c * step
+        ax.add_patch(Rectangle((1.1 + dx, 1.05 + dy), 4.4, 2.55, fc="white", ec=INK, lw=1.0, zorder=1 + (cards - c)))
+        if c:
+            continue                                          # the back cards are the other heads, seen edge-on
+        z = 2 + cards
+        for name, x in xs.items():
+            box(ax, x, 1.45, 1.0, 0.4, f"Linear $W^{name}_i$", colors[name], size=8, zorder=z)
+            arrow(ax, (x, 0.55), (x, 1.25), colors[name], zorder=z + 1)
+            label(ax, x, 0.38, {"V": "values", "K": "keys", "Q": "queries"}[name], size=8.5)
+        att = box(ax, 3.3, 2.75, 3.6, 0.55, "Scaled dot-product attention\n"
+                  "softmax$(qk^\\top/\\sqrt{d_{\\mathrm{head}}})\\,v$", ORANGE, size=8, zorder=z)
+        for name, x in xs.items():
+            arrow(ax, (x, 1.65), (x, att.y - 0.275), colors[name], zorder=z + 1)
+        label(ax, 1.25, 3.35, "head $i$", size=8.5, ha="left", zorder=z + 1)
+    label(ax, 6.0, 2.2, f"$H$ = {H} heads\n(one card each)", size=8.5, ha="left")
+    label(ax, 6.0, 1.45, f"each of width\n$d_{{\\mathrm{{head}}}}$ = {d} / {H} = {d // H}", size=8.5, ha="left")
+    concat = box(ax, 3.3, 4.25, 2.2, 0.42, "Concatenate", GREY, size=8.5)
+    for c in range(cards):
+        arrow(ax, (3.3 + c * step, 3.03 + c * step), (3.3 + (c - 1) * 0.25, concat.y - 0.21), INK, lw=0.9)
+    lin = box(ax, 3.3, 5.0, 2.2, 0.42, "Linear $Y$", GREY, size=8.5)
+    arrow(ax, concat.top, lin.bottom)
+    arrow(ax, lin.top, (3.3, 5.55))
+    label(ax, 3.3, 5.75, f"output, width $d_{{\\mathrm{{model}}}}$ = {d}", size=9, color="black")
+    ax.set_xlim(-1.1, 8.9)                     # the book's width of 10 inches, the drawing centred
+    fig.set_size_inches(10.0, height)
     return fig
