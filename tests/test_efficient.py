@@ -326,3 +326,86 @@ def test_bad_inputs():
         flops_per_layer("linformer", 10, D)
     with pytest.raises(ValueError, match="causal"):
         attention_pairs("linformer", 10, k=2, causal=True)
+
+
+# ---------------------------------------------------------------------------------------- global tokens by position
+def test_global_positions_pattern():
+    """A global position attends to every key and is attended by every query (Longformer's task global)."""
+    n, w = 20, 1
+    p = sparse_pattern(n, w, n_global=1, global_positions=(-1, 7))
+    for pos in (0, 7, n - 1):
+        assert p[pos].all() and p[:, pos].all()
+    plain = sparse_pattern(n, w, n_global=1)
+    extra = p & ~plain
+    i, j = extra.nonzero().unbind(1)
+    assert extra.any() and all(a in (7, n - 1) or b in (7, n - 1) for a, b in zip(i.tolist(), j.tolist()))
+    assert torch.equal(p, sparse_pattern(n, w, n_global=1, global_positions=(n - 1, 7, 7)))  # -1 is n - 1
+    assert torch.equal(sparse_pattern(n, w, n_global=2), sparse_pattern(n, w, global_positions=(0, 1)))
+    idx, valid = random_links(n, w, 1, 3, seed=4, global_positions=(-1,))
+    assert not (valid & (idx == n - 1)).any()  # no random link duplicates a global key
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n,w,g,r,glob", [(25, 3, 1, 4, (-1,)), (25, 2, 0, 2, (0, 12, -1)), (9, 30, 2, 1, (5,)),
+                                          (40, 0, 0, 5, (-3, -2))])
+def test_pairs_count_matches_pattern_with_global_positions(n, w, g, r, glob, causal):
+    p = sparse_pattern(n, w, g, r, causal=causal, global_positions=glob)
+    assert attention_pairs("sparse", n, window=w, n_global=g, n_random=r, causal=causal,
+                           global_positions=glob) == int(p.sum())
+    assert SparseAttention(D, H, w, g, r, global_positions=glob).density(n, causal) == \
+        pytest.approx(p.float().mean().item())
+    flops = flops_per_layer("sparse", n, D, window=w, n_global=g, n_random=r, causal=causal, global_positions=glob)
+    assert flops["scores"] == 2 * int(p.sum()) * D
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("t,w,g,r,glob,block", [(37, 3, 1, 4, (-1,), None), (50, 5, 0, 0, (10, -1), 8),
+                                                (20, 2, 2, 3, (1, 19), 4)])
+def test_blocked_equals_dense_with_global_positions(t, w, g, r, glob, block, causal):
+    q, k, v = torch.randn(3, 2, 3, t, 8).unbind(0)
+    mask = padding_mask(lengths=torch.tensor([t, t - 4]), max_len=t)
+    pattern = sparse_pattern(t, w, g, r, seed=2, causal=causal, global_positions=glob)
+    want = scaled_dot_product_attention(q, k, v, mask=pattern & mask)
+    links = random_links(t, w, g, r, seed=2, causal=causal, global_positions=glob)
+    got = blocked_sparse_attention(q, k, v, w, g, links=links, causal=causal, mask=mask, block=block, chunk=8,
+                                   global_positions=glob)
+    torch.testing.assert_close(got, want, atol=2e-6, rtol=1e-5)
+
+
+def test_layer_with_a_global_last_token():
+    """The last token made global reads the whole sequence: its output equals full attention's last row."""
+    mha = MultiHeadAttention(D, H).eval()
+    dense = SparseAttention(D, H, window=1, n_global=0, n_random=0, global_positions=(-1,)).eval()
+    blocked = SparseAttention(D, H, window=1, n_global=0, n_random=0, global_positions=(-1,), impl="blocked").eval()
+    copy_from(mha, dense)
+    copy_from(mha, blocked)
+    x = torch.randn(2, 30, D)
+    torch.testing.assert_close(dense(x)[:, -1], mha(x)[:, -1])
+    torch.testing.assert_close(blocked(x), dense(x), atol=2e-6, rtol=1e-5)
+    assert not torch.allclose(dense(x)[:, 5], mha(x)[:, 5])  # other rows stay local
+    assert "global_positions=(-1,)" in repr(dense)
+    with pytest.raises(ValueError, match=r"global_positions must lie in \[-seq_len, seq_len\) = \[-5, 5\), got 9"):
+        SparseAttention(D, H, window=1, global_positions=(9,))(torch.randn(1, 5, D))
+
+
+def test_global_positions_bad_input():
+    with pytest.raises(TypeError, match="global_positions must be a sequence of ints .* got int 3"):
+        sparse_pattern(10, 2, global_positions=3)
+    with pytest.raises(TypeError, match="global_positions must hold ints, got float 1.5"):
+        SparseAttention(D, H, global_positions=(1.5,))
+    with pytest.raises(ValueError, match=r"global_positions must lie in .* = \[-10, 10\), got -11"):
+        attention_pairs("sparse", 10, window=1, global_positions=(-11,))
+    with pytest.raises(ValueError, match="got 10"):
+        random_links(10, 1, global_positions=(10,))
+    with pytest.raises(ValueError, match=r"a cache needs non-negative global_positions .* got global_positions=\(-1,\)"):
+        SparseAttention(D, H, window=1, global_positions=(-1,))(torch.randn(1, 4, D), causal=True, cache=LayerCache())
+
+
+def test_kv_cache_decoding_with_a_fixed_global_position():
+    sp = SparseAttention(D, H, window=1, n_global=0, n_random=1, seed=2, global_positions=(3,)).eval()
+    x = torch.randn(2, 12, D)
+    full = sp(x, causal=True)
+    cache = LayerCache()
+    steps = [sp(x[:, :5], causal=True, cache=cache)] + [sp(x[:, i:i + 1], causal=True, cache=cache)
+                                                          for i in range(5, 12)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full)

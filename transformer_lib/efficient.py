@@ -22,7 +22,7 @@ S key length, D d_model, H heads, Dh head size).
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -149,7 +149,7 @@ class LinformerAttention(MultiHeadAttention):
 # Counting: pairs, density, FLOPs
 # ----------------------------------------------------------------------------------------------------------------
 def attention_pairs(kind: str, n: int, k: Optional[int] = None, window: Optional[int] = None, n_global: int = 0,
-                    n_random: int = 0, causal: bool = False) -> int:
+                    n_random: int = 0, causal: bool = False, global_positions: Sequence[int] = ()) -> int:
     """Number of (query, key) scores per head that enter the softmax for one length-``n`` self-attention.
 
     ``'full'``: ``n²`` (``n(n+1)/2`` causal); ``'linformer'``: ``n·k``; ``'sparse'``: the allowed entries of
@@ -162,6 +162,7 @@ def attention_pairs(kind: str, n: int, k: Optional[int] = None, window: Optional
         k: Linformer's projected length.
         window, n_global, n_random: the sparse pattern.
         causal: count only ``j <= i`` (not available for Linformer).
+        global_positions: the sparse pattern's further global tokens, by position (negative counts from the end).
 
     Returns:
         the count, an int.
@@ -179,8 +180,8 @@ def attention_pairs(kind: str, n: int, k: Optional[int] = None, window: Optional
         return n * k
     if window is None:
         raise ValueError("kind='sparse' needs window=")
-    _check_pattern_args(n, window, n_global, n_random, 0)
-    return _sparse_pairs(n, window, n_global, n_random, causal)
+    _check_pattern_args(n, window, n_global, n_random, 0, global_positions)
+    return _sparse_pairs(n, window, n_global, n_random, causal, global_positions)
 
 
 def attention_pattern_density(kind: str, n: int, **kw) -> float:
@@ -190,7 +191,7 @@ def attention_pattern_density(kind: str, n: int, **kw) -> float:
 
 def flops_per_layer(kind: str, n: int, d_model: int, k: Optional[int] = None, window: Optional[int] = None,
                     n_global: int = 0, n_random: int = 0, causal: bool = False,
-                    d_ff: Optional[int] = None) -> Dict[str, int]:
+                    d_ff: Optional[int] = None, global_positions: Sequence[int] = ()) -> Dict[str, int]:
     """FLOPs of one self-attention layer (and, with ``d_ff``, its feed-forward network) on one length-``n``
     sequence, by part.
 
@@ -210,7 +211,7 @@ def flops_per_layer(kind: str, n: int, d_model: int, k: Optional[int] = None, wi
         kind: ``'full'``, ``'linformer'`` or ``'sparse'``.
         n: sequence length.
         d_model: model width ``D``.
-        k, window, n_global, n_random, causal: as in :func:`attention_pairs`.
+        k, window, n_global, n_random, causal, global_positions: as in :func:`attention_pairs`.
         d_ff: hidden width of the layer's feed-forward network (None: count the attention only).
 
     Returns:
@@ -219,7 +220,8 @@ def flops_per_layer(kind: str, n: int, d_model: int, k: Optional[int] = None, wi
     check_positive_int("d_model", d_model)
     if d_ff is not None:
         check_positive_int("d_ff", d_ff)
-    pairs = attention_pairs(kind, n, k=k, window=window, n_global=n_global, n_random=n_random, causal=causal)
+    pairs = attention_pairs(kind, n, k=k, window=window, n_global=n_global, n_random=n_random, causal=causal,
+                            global_positions=global_positions)
     scores = values = 2 * pairs * d_model
     seq_proj = 4 * k * n * d_model if kind == "linformer" else 0
     attention = scores + values + seq_proj
