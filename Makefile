@@ -70,8 +70,9 @@ help:
 	@echo "                   (GPU_ARGS=--update records the run; GPU_ARGS='--chapters chapters/10_translation.ipynb')"
 	@echo "make clean         remove _build (keeps the execution cache)"
 	@echo "Exercises (instructor_guide.md):"
-	@echo "make student-edition   the chapters without solutions, as notebooks (_build/student; STUDENT_REPO=org/repo)"
-	@echo "make student-book      the HTML book without solutions (_build/student-book/html; STUDENT_REPO=org/repo)"
+	@echo "make student-edition   the chapters without solutions, as notebooks (_build/student; STUDENT_REPO=org/repo,"
+	@echo "                       COURSE_REF=v1.0 pins the library to a tag or commit, STUDENT_BOOK_URL=...)"
+	@echo "make student-book      the HTML book without solutions (_build/student-book/html; same variables)"
 	@echo "make instructor-edition  the full chapters and ANSWER_KEY.md (_build/instructor)"
 	@echo "make exercise-table    regenerate the exercise tables of instructor_guide.md"
 	@echo "make exercise-data     regenerate the stored cases of the notebook self-check (after changing a case)"
@@ -202,6 +203,8 @@ clean:
 # exercise tables of instructor_guide.md, the stored cases of the self-check, and grading of submitted notebooks
 # (scripts/grade.py: a long CSV and a gradebook; paths may contain spaces).
 STUDENT_REPO ?=
+COURSE_REF ?=
+STUDENT_BOOK_URL ?=
 SUBMISSIONS ?=
 GRADES ?= grades.csv
 GRADEBOOK ?=
@@ -214,11 +217,13 @@ LMS ?= generic
 .PHONY: student-edition student-book instructor-edition exercise-table exercise-data grade
 
 student-edition: $(PYTHON_STAMP)
-	$(PY) scripts/make_editions.py --student $(if $(STUDENT_REPO),--repo $(STUDENT_REPO))
+	$(PY) scripts/make_editions.py --student $(if $(STUDENT_REPO),--repo $(STUDENT_REPO)) \
+		$(if $(COURSE_REF),--course-ref "$(COURSE_REF)") $(if $(STUDENT_BOOK_URL),--book-url "$(STUDENT_BOOK_URL)")
 
 # The HTML book without solutions (text and code), its download and launch buttons on the student notebooks.
 student-book: setup
-	$(PY) scripts/make_student_book.py $(if $(STUDENT_REPO),--repo $(STUDENT_REPO))
+	$(PY) scripts/make_student_book.py $(if $(STUDENT_REPO),--repo $(STUDENT_REPO)) \
+		$(if $(COURSE_REF),--course-ref "$(COURSE_REF)") $(if $(STUDENT_BOOK_URL),--book-url "$(STUDENT_BOOK_URL)")
 	@echo "open _build/student-book/html/index.html"
 
 exercise-data: $(PYTHON_STAMP)

@@ -412,3 +412,77 @@ def strip_solutions(nb, keep_outputs: bool = False) -> tuple[object, list[str]]:
     if "book" in nb.metadata and not nb.metadata["book"]:
         nb.metadata.pop("book")
     return nb, starters
+
+
+# --------------------------------------------------------------------------- the course's library version
+#: The file of the student edition that records the course's library version (scripts/make_editions.py writes
+#: it; scripts/grade.py reads it with --course, or compares --course-ref itself).
+COURSE_FILE = "course.json"
+_REF = re.compile(r"^(?![-/.])(?!.*(?:\.\.|//|@\{|\.lock$|/$|\.$))[A-Za-z0-9._/+-]{1,200}$")
+
+
+def _git(*args: str) -> str | None:
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", "-C", str(notebooks.ROOT), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def resolve_course_ref(ref: str, argument: str = "--course-ref") -> dict:
+    """The course's library version: {"ref", "commit", "repository"} for a tag, branch or commit of the book's
+    repository. Raises ValueError naming ``argument`` when ``ref`` is not a git name or not in this clone."""
+    if not isinstance(ref, str) or not _REF.match(ref):
+        raise ValueError(f"{argument}: {ref!r} is not a git tag, branch or commit name "
+                         "(expected e.g. v1.0, main or a commit hash: letters, digits and . _ / + -)")
+    commit = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if not commit:
+        raise ValueError(f"{argument}: {ref!r} is not a tag, branch or commit of the clone {notebooks.ROOT} "
+                         f"(git rev-parse found none): tag the version first (git tag {ref} && git push origin "
+                         f"{ref}), or give an existing commit")
+    if ref == "HEAD":  # the remote's HEAD is another version: pin the commit itself
+        ref = commit
+    moving = _git("show-ref", "--verify", "--quiet", f"refs/heads/{ref}") is not None
+    return {"ref": ref, "commit": commit, "repository": notebooks.repository_url(), "branch": moving}
+
+
+def pip_spec(ref: str | None = None, url: str | None = None) -> str:
+    """``git+<repository>`` or, for a course pinned to ``ref``, ``git+<repository>@<ref>``."""
+    url = (url or notebooks.repository_url()).rstrip("/")
+    return f"git+{url}@{ref}" if ref else f"git+{url}"
+
+
+def library_version() -> dict:
+    """The version of the library this clone grades with: {"commit", "dirty" (files of the library or of the
+    grader changed since the commit), "version" (transformer_lib.__version__)}."""
+    import transformer_lib
+
+    status = _git("status", "--porcelain", "--", "transformer_lib", "scripts/exercise_references.py",
+                  "scripts/grade.py", "scripts/grade_sandbox.py")
+    return {"commit": _git("rev-parse", "HEAD") or "unknown", "dirty": bool(status),
+            "version": getattr(transformer_lib, "__version__", "unknown")}
+
+
+def library_changes(commit_a: str, commit_b: str) -> list[str] | None:
+    """Files of the library and grader that differ between two commits (None when git cannot tell)."""
+    out = _git("diff", "--name-only", commit_a, commit_b, "--", "transformer_lib", "scripts/exercise_references.py",
+               "scripts/grade.py", "scripts/grade_sandbox.py")
+    return None if out is None else [line for line in out.splitlines() if line.strip()]
+
+
+_SETUP_SPEC = re.compile(r'os\.environ\.get\(\s*"' + re.escape(notebooks.SPEC_VARIABLE)
+                         + r'"\s*,\s*"git\+(?P<url>[^"@\s]+?)(?:@(?P<ref>[^"\s]+))?"\s*\)')
+
+
+def setup_cell_ref(source: str) -> tuple[str, str | None] | None:
+    """(repository url, ref or None) of the pip spec in a Colab set-up cell's source; None when there is none."""
+    match = _SETUP_SPEC.search(source)
+    return (match["url"], match["ref"]) if match else None
+
+
+def pinned_setup_source(ref: str | None) -> str:
+    """The Colab set-up cell (booktools.notebooks.bootstrap_source), installing ``git+<repository>@<ref>``."""
+    url = notebooks.repository_url()
+    return notebooks.bootstrap_source(f"{url}@{ref}" if ref else url)

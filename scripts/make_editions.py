@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Student and instructor editions of the book's notebooks, and the instructor guide's tables.
 
-    .venv/bin/python scripts/make_editions.py --student [--repo ORG/REPO] [--branch main]
+    .venv/bin/python scripts/make_editions.py --student [--repo ORG/REPO] [--branch main] [--course-ref v1.0]
+        [--book-url https://org.github.io/course/]
     .venv/bin/python scripts/make_editions.py --instructor
     .venv/bin/python scripts/make_editions.py --guide-table          # rewrite the included tables
     .venv/bin/python scripts/make_editions.py --guide-table --check  # fail if they are stale
@@ -14,6 +15,15 @@ its solutions removed (``{solution}`` directives, gated ``{solution-start}``...`
 blocks and their code cells; a code cell tagged ``solution`` becomes the exercise's starter from
 ``tl.exercises.starter_code``), outputs and widget state cleared, so that it runs top to bottom;
 a README for students; the data files the chapters read.
+
+The student notebooks read like the book: their markdown goes through the Colab edition's MyST
+converter (``booktools.colab``: glued numbers from the book's run in bold with †, citations as
+author-year text, cross-references as links to the *student* HTML book (``--book-url``; default
+the GitHub Pages address of ``--repo``), exercises as ``### Exercise N.k`` sections) and their code
+cells lose the test harness lines (``booktools.notebooks.reader_source``). The set-up cell installs
+the library pinned to the course's version (``--course-ref``, ``make student-edition
+COURSE_REF=v1.0``): ``git+<repository>@<ref>``, also in ``requirements.txt``; ``course.json``
+records the ref and the commit it resolves to, which ``scripts/grade.py`` compares with its own.
 
 Instructor edition (``_build/instructor/``, ``make instructor-edition``): the chapters as stored
 (solutions and outputs), ``ANSWER_KEY.md`` (every exercise with its id, kind, estimated time,
@@ -28,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import copy
+import json
 import os
 import re
 import shutil
@@ -39,6 +51,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import exercisekit as ek  # noqa: E402
+from booktools import colab as colab_edition  # noqa: E402  (the one MyST converter)
 from booktools import notebooks  # noqa: E402
 
 ROOT = notebooks.ROOT
@@ -173,7 +186,8 @@ def colab_link(path: str, repo: str | None, branch: str, subdir: str = "") -> st
     return COLAB.format(repo=repo.strip("/"), branch=branch, path=full)
 
 
-def student_readme(entries: list[dict], repo: str | None, branch: str, subdir: str) -> str:
+def student_readme(entries: list[dict], repo: str | None, branch: str, subdir: str,
+                   course: dict | None = None) -> str:
     title = notebooks.load_config().get("title", "the book")
     url = notebooks.repository_url()
     lines = [
@@ -200,7 +214,10 @@ def student_readme(entries: list[dict], repo: str | None, branch: str, subdir: s
         "jupyter lab chapters/",
         "```",
         "",
-        f"The library comes from the book's repository, {url}.",
+        f"The library comes from the book's repository, {url}"
+        + (f", at the version of this course, `{course['ref']}` (commit `{course['commit'][:12]}`): the "
+           "set-up cells and `requirements.txt` install that version, and your notebook is graded with it."
+           if course else "."),
         "",
         "## Checking yourself",
         "",
@@ -244,9 +261,110 @@ def student_readme(entries: list[dict], repo: str | None, branch: str, subdir: s
     return "\n".join(lines).rstrip() + "\n"
 
 
+def student_book_url(repo: str | None, book_url: str | None, config: dict | None = None) -> tuple[str, bool]:
+    """(address of the student HTML book ending in /, whether it is the student book's): ``book_url``, else
+    the GitHub Pages address of ``repo``, else the book's own address (which shows the solutions)."""
+    if book_url:
+        if not re.match(r"^https?://[^\s/]+", book_url):
+            raise ValueError(f"--book-url: {book_url!r} is not an http(s) address "
+                             "(expected e.g. https://my-course.github.io/transformers-exercises/)")
+        return book_url.rstrip("/") + "/", True
+    if repo:
+        owner, _, name = repo.strip("/").partition("/")
+        if not owner or not name or "/" in name:
+            raise ValueError(f"--repo: {repo!r} is not ORG/REPO (expected e.g. my-course/transformers-exercises)")
+        return f"https://{owner.lower()}.github.io/{name}/", True
+    return notebooks.html_baseurl(config), False
+
+
+def student_top_cell(number: int, title: str, page: str, config: dict, course: dict | None) -> str:
+    book = config.get("title", "the book")
+    version = (f" at the course's version `{course['ref']}`" if course else "")
+    return "\n".join([
+        f"# {number}. {title}",
+        "",
+        f"*{book}*, student edition: [chapter {number} of the book]({page}) with its exercises and without "
+        "their solutions.",
+        "",
+        f"Run the cells from the top. The first code cell installs the book's library, `transformer_lib`{version}, "
+        "when the notebook runs in Google Colab (it does nothing anywhere else).",
+        "",
+        f"Numbers in **bold** marked {colab_edition.BOOK_RUN_MARK} are from the book's run; when you run a cell that computes "
+        "one, it prints your own run's value below the cell as `name = value`.",
+    ])
+
+
+
+def reader_notebook(chapter: Path, original, student, book_url: str, course: dict | None = None,
+                    config: dict | None = None, docname: str | None = None):
+    """The student notebook ``student`` (solutions already removed) as it reads in Jupyter or Colab: its markdown
+    converted by the Colab edition's MyST converter (booktools.colab) with links to the book at ``book_url`` and
+    glued numbers from ``original``'s stored run, its code without the test harness lines, the set-up cell
+    installing the course's version."""
+    colab = colab_edition
+    config = notebooks.load_config() if config is None else config
+    docname = docname or f"chapters/{Path(chapter).stem}"
+    chapter_info = colab.Chapter(path=Path(chapter), nb=student, number=notebooks.chapter_number(chapter),
+                                 docname=docname, glued=notebooks.glued_outputs(original))
+    converter = colab.Converter(chapter_info, config)
+    converter.base = book_url
+    converter.solution_has_code = converter.scan_gated()
+    title = notebooks.chapter_title(student)
+    title_text = converter.inline(title) if title else Path(chapter).stem
+    page = f"{book_url}{docname}.html"
+    cells = [nbformat.v4.new_markdown_cell(student_top_cell(chapter_info.number, title_text, page, config, course),
+                                           id="student-title"),
+             nbformat.v4.new_code_cell(ek.pinned_setup_source(course["ref"] if course else None),
+                                       id="student-setup", metadata={"tags": [notebooks.BOOTSTRAP_TAG]})]
+    gated = ["plain"]
+    dropped_h1 = False
+    for index, cell in enumerate(student.cells):
+        chapter_info.where = f"cell {index}"
+        if cell.cell_type == "code":
+            if notebooks.is_bootstrap_cell(cell) or notebooks.BOOTSTRAP_TAG in notebooks.cell_tags(cell):
+                continue  # the set-up cell is the pinned template above
+            new = copy.deepcopy(cell)
+            new.source = notebooks.reader_source(notebooks.cell_source(cell))
+            cells.append(new)
+            continue
+        if cell.cell_type != "markdown":
+            cells.append(copy.deepcopy(cell))
+            continue
+        if notebooks.BOOTSTRAP_TAG in notebooks.cell_tags(cell):
+            continue
+        chapter_info.attachments = {}
+        source = notebooks.cell_source(cell)
+        if not dropped_h1 and re.search(r"^# ", source, re.MULTILINE):
+            source, dropped_h1 = colab._drop_first_h1(source), True
+        text = converter.markdown_cell(source, gated)
+        if not text.strip():
+            continue
+        new = nbformat.v4.new_markdown_cell(text, id=cell.get("id") or f"md-{index}")
+        attachments = {**(cell.get("attachments") or {}), **chapter_info.attachments}
+        if attachments:
+            new["attachments"] = attachments
+        cells.append(new)
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata = copy.deepcopy(student.metadata)
+    nb.metadata["colab"] = {"provenance": [], "toc_visible": True}
+    if course:
+        nb.metadata["course"] = dict(course)
+    nbformat.validate(nb)
+    return nb
+
+
 def build_student(chapters: list[Path], out: Path, repo: str | None = None, branch: str = "main",
-                  subdir: str = "") -> list[Path]:
-    """Write the student edition into ``out``; return the notebooks written."""
+                  subdir: str = "", course_ref: str | None = None, book_url: str | None = None) -> list[Path]:
+    """Write the student edition into ``out``; return the notebooks written.
+
+    ``course_ref``: the tag or commit the course pins the library to (ValueError naming --course-ref when it is
+    not one of this clone); ``book_url``: the student HTML book's address (see :func:`student_book_url`)."""
+    course = ek.resolve_course_ref(course_ref) if course_ref else None
+    url, is_student_book = student_book_url(repo, book_url)
+    if not is_student_book:
+        print(f"make_editions: no --repo or --book-url (STUDENT_REPO, STUDENT_BOOK_URL): the student notebooks' "
+              f"cross-references link to the book's own address {url}", file=sys.stderr)
+    config = notebooks.load_config()
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -255,6 +373,7 @@ def build_student(chapters: list[Path], out: Path, repo: str | None = None, bran
         nb = ek.read_notebook(chapter)
         student, _ = ek.strip_solutions(nb)
         rel = _relative(chapter, base_of(chapters))
+        student = reader_notebook(chapter, nb, student, url, course, config, rel.with_suffix("").as_posix())
         target = out / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(student, str(target))
@@ -263,9 +382,12 @@ def build_student(chapters: list[Path], out: Path, repo: str | None = None, bran
                             colab=colab_link(rel.as_posix(), repo, branch, subdir),
                             exercises=ek.find_exercises(chapter, nb)))
     copy_data(chapters, out)
-    (out / "README.md").write_text(student_readme(entries, repo, branch, subdir), encoding="utf-8")
-    (out / "requirements.txt").write_text(
-        f"transformer_lib[widgets,hf] @ git+{notebooks.repository_url()}\njupyterlab\n", encoding="utf-8")
+    (out / "README.md").write_text(student_readme(entries, repo, branch, subdir, course), encoding="utf-8")
+    spec = ek.pip_spec(course["ref"] if course else None)
+    (out / "requirements.txt").write_text(f"transformer_lib[widgets,hf] @ {spec}\njupyterlab\n", encoding="utf-8")
+    if course:
+        (out / ek.COURSE_FILE).write_text(json.dumps({k: course[k] for k in ("ref", "commit", "repository")},
+                                                     indent=1) + "\n", encoding="utf-8")
     return written
 
 
@@ -444,6 +566,10 @@ def main(argv: list[str] | None = None) -> int:
                                        "(for the Colab links of its README)")
     parser.add_argument("--branch", default="main", help="branch of --repo (default: main)")
     parser.add_argument("--subdir", default="", help="folder of --repo holding the student edition")
+    parser.add_argument("--course-ref", help="tag or commit of the book's repository that the course uses: the "
+                                             "set-up cells install git+<repository>@<ref> (COURSE_REF)")
+    parser.add_argument("--book-url", help="address of the student HTML book, for the notebooks' cross-references "
+                                           "(STUDENT_BOOK_URL; default: the GitHub Pages address of --repo)")
     parser.add_argument("--chapters", nargs="+", type=Path,
                         help="chapter notebooks (default: those of _toc.yml)")
     args = parser.parse_args(argv)
@@ -454,8 +580,14 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     if args.student:
         out = args.build_dir / "student"
-        written = build_student(chapters, out, args.repo, args.branch, args.subdir)
-        print(f"student edition: {len(written)} notebook(s) in {out}")
+        try:
+            written = build_student(chapters, out, args.repo, args.branch, args.subdir, args.course_ref,
+                                    args.book_url)
+        except ValueError as exc:
+            parser.error(str(exc))
+        pinned = f", library pinned to {args.course_ref}" if args.course_ref else \
+            " (library not pinned: COURSE_REF=<tag> pins the course to one version)"
+        print(f"student edition: {len(written)} notebook(s) in {out}{pinned}")
     if args.instructor:
         out = args.build_dir / "instructor"
         written = build_instructor(chapters, out)

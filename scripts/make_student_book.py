@@ -2,7 +2,8 @@
 """The student book: the HTML book without solutions, neither their text nor their code.
 
     .venv/bin/python scripts/make_student_book.py [--repo ORG/REPO] [--branch main] [--out _build/student-book]
-    make student-book [STUDENT_REPO=ORG/REPO]
+        [--course-ref v1.0] [--book-url https://org.github.io/course/]
+    make student-book [STUDENT_REPO=ORG/REPO] [COURSE_REF=v1.0] [STUDENT_BOOK_URL=...]
 
 Writes a separate book source, ``_build/student-book/src/``: the pages of ``_toc.yml`` except the instructor
 guide, and every chapter as its student notebook (``exercisekit.strip_solutions``: every solution directive and
@@ -15,6 +16,11 @@ The book's buttons open the student notebooks: its "download source" gives the s
 built from, and with ``--repo`` (the GitHub repository where the instructor publishes ``make student-edition``,
 laid out as ``chapters/NN_topic.ipynb``) the Colab launch button and the repository button point there. Without
 ``--repo`` the book has no launch or repository button: the book's own repository holds the solutions.
+
+The notebook a page's download button serves is the student edition's notebook of the chapter
+(``make_editions.reader_notebook``: plain markdown, no raw MyST, cross-references to this book at ``--book-url``),
+written over the MyST source after the build. With ``--course-ref`` (``COURSE_REF``) the set-up cells install the
+library at the course's tag or commit, and every page's footer names that version.
 
 ``tests/test_student_book.py`` checks that no solution survives in the HTML and loads the pages in Chromium.
 """
@@ -73,7 +79,7 @@ def _drop_pages(node, docnames: set[str]):
     return node
 
 
-def student_config(repo: str | None, branch: str, ext_dir: Path) -> dict:
+def student_config(repo: str | None, branch: str, ext_dir: Path, course: dict | None = None) -> dict:
     config = notebooks.load_config()
     config["title"] = f"{config.get('title', 'The book')} — student edition"
     config["execute"] = dict(config.get("execute") or {}, execute_notebooks="off")
@@ -81,6 +87,9 @@ def student_config(repo: str | None, branch: str, ext_dir: Path) -> dict:
     html.pop("baseurl", None)
     html.update(use_repository_button=bool(repo), use_issues_button=False, use_edit_page_button=False,
                 use_download_button=True)
+    if course:
+        html["extra_footer"] = (f"<p>Course version: the library <code>transformer_lib</code> at "
+                                f"<code>{course['ref']}</code> (commit <code>{course['commit'][:12]}</code>).</p>")
     config["html"] = html
     if repo:
         config["repository"] = {"url": f"https://github.com/{repo.strip('/')}", "path_to_book": "", "branch": branch}
@@ -96,7 +105,7 @@ def student_config(repo: str | None, branch: str, ext_dir: Path) -> dict:
     return config
 
 
-def write_source(src: Path, repo: str | None = None, branch: str = "main") -> list[Path]:
+def write_source(src: Path, repo: str | None = None, branch: str = "main", course: dict | None = None) -> list[Path]:
     """The student book's source folder; returns the chapter notebooks written."""
     if src.exists():
         shutil.rmtree(src)
@@ -107,7 +116,7 @@ def write_source(src: Path, repo: str | None = None, branch: str = "main") -> li
     ext_dir = src / "_student_ext"
     ext_dir.mkdir()
     (ext_dir / "student_html.py").write_text(EXTENSION.format(ext=str(ROOT / "_ext")), encoding="utf-8")
-    (src / "_config.yml").write_text(yaml.safe_dump(student_config(repo, branch, ext_dir), sort_keys=False,
+    (src / "_config.yml").write_text(yaml.safe_dump(student_config(repo, branch, ext_dir, course), sort_keys=False,
                                                     allow_unicode=True), encoding="utf-8")
     for name in COPIED:
         source = ROOT / name
@@ -128,6 +137,9 @@ def write_source(src: Path, repo: str | None = None, branch: str = "main") -> li
             target.parent.mkdir(parents=True, exist_ok=True)
             if suffix == ".ipynb":
                 student, _ = ek.strip_solutions(notebooks.read_notebook(page), keep_outputs=True)
+                for cell in student.cells:  # the hidden set-up cell installs the course's version
+                    if notebooks.is_bootstrap_cell(cell):
+                        cell.source = ek.pinned_setup_source(course["ref"] if course else None)
                 notebooks.write_notebook(student, target)
                 written.append(target)
             else:
@@ -138,10 +150,37 @@ def write_source(src: Path, repo: str | None = None, branch: str = "main") -> li
     return written
 
 
-def build(out: Path = DEFAULT_OUT, repo: str | None = None, branch: str = "main", quiet: bool = False) -> Path:
-    """Write the source and build the HTML; return the HTML folder."""
+def replace_downloads(html: Path, chapters: list[Path], book_url: str, course: dict | None) -> list[Path]:
+    """Write the student edition's notebook of each chapter (make_editions.reader_notebook) over the MyST source that
+    the page's download button serves (``_sources/chapters/NN_topic.ipynb``); returns the files written."""
+    import make_editions
+
+    written = []
+    config = notebooks.load_config()
+    for chapter in chapters:
+        docname = f"chapters/{chapter.stem}"
+        target = html / "_sources" / f"{docname}.ipynb"
+        if not target.parent.is_dir():
+            continue
+        original = notebooks.read_notebook(ROOT / f"{docname}.ipynb")
+        student, _ = ek.strip_solutions(original)
+        notebooks.write_notebook(make_editions.reader_notebook(ROOT / f"{docname}.ipynb", original, student, book_url,
+                                                               course, config, docname), target)
+        written.append(target)
+    return written
+
+
+def build(out: Path = DEFAULT_OUT, repo: str | None = None, branch: str = "main", quiet: bool = False,
+          course_ref: str | None = None, book_url: str | None = None) -> Path:
+    """Write the source and build the HTML; return the HTML folder. ``course_ref``: the course's tag or commit
+    (ValueError naming --course-ref when this clone has none such); ``book_url``: where the student book is
+    published (default: the GitHub Pages address of ``repo``), for the downloaded notebooks' links."""
+    import make_editions
+
+    course = ek.resolve_course_ref(course_ref) if course_ref else None
+    url, _ = make_editions.student_book_url(repo, book_url)
     src = out / "src"
-    chapters = write_source(src, repo, branch)
+    chapters = write_source(src, repo, branch, course)
     start = time.perf_counter()
     jb = Path(sys.executable).with_name("jupyter-book")
     proc = subprocess.run([str(jb), "build", str(src), "--builder", "html"], capture_output=quiet, text=True)
@@ -152,6 +191,7 @@ def build(out: Path = DEFAULT_OUT, repo: str | None = None, branch: str = "main"
     if html.exists():
         shutil.rmtree(html)
     shutil.copytree(src / "_build" / "html", html)
+    replace_downloads(html, chapters, url, course)
     print(f"student book: {len(chapters)} chapters, built in {time.perf_counter() - start:.0f} s -> {html}")
     return html
 
@@ -162,8 +202,14 @@ def main(argv: list[str] | None = None) -> int:
                                        "buttons); none: no launch button")
     parser.add_argument("--branch", default="main", help="branch of --repo (default: main)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (src/ and html/)")
+    parser.add_argument("--course-ref", help="tag or commit of the book's repository that the course uses (COURSE_REF)")
+    parser.add_argument("--book-url", help="address where this student book is published (STUDENT_BOOK_URL; default: "
+                                           "the GitHub Pages address of --repo)")
     args = parser.parse_args(argv)
-    build(args.out, args.repo, args.branch)
+    try:
+        build(args.out, args.repo, args.branch, course_ref=args.course_ref, book_url=args.book_url)
+    except ValueError as exc:
+        parser.error(str(exc))
     return 0
 
 

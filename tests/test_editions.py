@@ -10,6 +10,7 @@ the repository, checked textually, two of them executed end to end.
 from __future__ import annotations
 
 import csv
+import json
 import re
 import subprocess
 import sys
@@ -30,6 +31,8 @@ from booktools import notebooks  # noqa: E402
 from transformer_lib import exercises  # noqa: E402
 
 NOT_IMPLEMENTED = "not implemented yet"
+COURSE_COMMIT = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                               check=True).stdout.strip()
 SOLUTION_DIRECTIVE = re.compile(r"\{solution(?:-start|-end)?\}")
 
 
@@ -108,7 +111,8 @@ def tiny(tmp_path_factory):
     chapter = book / "chapters" / "90_tiny.ipynb"
     nbformat.write(tiny_chapter(), str(chapter))
     out = tmp_path_factory.mktemp("editions")
-    [student] = make_editions.build_student([chapter], out / "student", repo="my-org/my-course")
+    [student] = make_editions.build_student([chapter], out / "student", repo="my-org/my-course",
+                                            course_ref=COURSE_COMMIT)
     make_editions.build_instructor([chapter], out / "instructor")
     return chapter, student, out / "instructor"
 
@@ -124,7 +128,7 @@ def test_tiny_student_edition_has_no_solution(tiny):
     assert "SECRET" not in text, [line for line in text.splitlines() if "SECRET" in line]
     assert not SOLUTION_DIRECTIVE.search(text)
     assert "Text after the solutions stays." in text and "Closing words stay." in text
-    assert text.count(":::{exercise}") + text.count("````{exercise}") == 5  # every exercise kept
+    assert len(re.findall(r"^### Exercise 90\.\d", text, re.MULTILINE)) == 5  # every exercise kept, as a section
     starters = [c for c in nb.cells if "starter" in ek.cell_tags(c)]
     assert [ek.exercise_tag_ids(c) for c in starters] == [["06-causal-mask"], ["04-self-attention"]]
     assert all("raise NotImplementedError" in c.source for c in starters)
@@ -144,7 +148,44 @@ def test_tiny_student_edition_copies_data_and_readme(tiny):
     assert ("https://colab.research.google.com/github/my-org/my-course/blob/main/chapters/90_tiny.ipynb"
             in readme)
     assert 'tl.exercises.check("06-causal-mask", …)' in readme and "ex-90-experiment" in readme
-    assert "transformer_lib" in (root / "requirements.txt").read_text()
+    assert (root / "requirements.txt").read_text().startswith(
+        f"transformer_lib[widgets,hf] @ git+{notebooks.repository_url()}@{COURSE_COMMIT}\n")
+
+
+def test_tiny_student_edition_reads_like_the_book(tiny):
+    """No raw MyST in the student notebook (as tests/test_colab_edition.py checks the Colab edition): exercises are
+    headed sections with their anchors, the set-up cell installs the course's version, no harness line."""
+    from booktools import colab
+
+    _, student, _ = tiny
+    nb = ek.read_notebook(student)
+    problems = [raw for c in nb.cells if c.cell_type == "markdown" for raw in colab.raw_myst(c.source)]
+    assert not problems, problems
+    text = all_text(nb)
+    assert "### Exercise 90.3: The causal mask" in text and '<a id="ex-06-causal-mask"></a>' in text
+    assert nb.cells[0].source.startswith("# 90. A tiny chapter") and "my-org.github.io/my-course/chapters/90_tiny.html" \
+        in nb.cells[0].source
+    setup = nb.cells[1]
+    assert setup.source == ek.pinned_setup_source(COURSE_COMMIT)
+    assert ek.setup_cell_ref(setup.source) == (notebooks.repository_url(), COURSE_COMMIT)
+    assert sum(notebooks.is_bootstrap_cell(c) or "remove-cell" in ek.cell_tags(c) for c in nb.cells) == 1
+    course = json.loads((student.parent.parent / ek.COURSE_FILE).read_text())
+    assert course == {"ref": COURSE_COMMIT, "commit": COURSE_COMMIT, "repository": notebooks.repository_url()}
+
+
+def test_student_edition_rejects_a_bad_course_ref(tmp_path):
+    chapter = tmp_path / "chapters" / "90_tiny.ipynb"
+    chapter.parent.mkdir()
+    nbformat.write(tiny_chapter(), str(chapter))
+    for bad, expected in (("no-such-tag-xyz", "is not a tag, branch or commit"), ("a..b", "is not a git tag")):
+        with pytest.raises(ValueError, match=rf"--course-ref: '{re.escape(bad)}' {expected}"):
+            make_editions.build_student([chapter], tmp_path / "out", course_ref=bad)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_editions.py"), "--student", "--chapters",
+                           str(chapter), "--build-dir", str(tmp_path / "b"), "--course-ref", "no-such-tag-xyz"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "--course-ref: 'no-such-tag-xyz'" in proc.stderr, proc.stderr
+    with pytest.raises(ValueError, match="--book-url: 'ftp://x' is not an http"):
+        make_editions.build_student([chapter], tmp_path / "out", book_url="ftp://x")
 
 
 def test_tiny_student_edition_executes(tiny):
@@ -204,15 +245,28 @@ def test_tiny_instructor_edition(tiny):
 
 
 # ----------------------------------------------------------------------------- the real chapters
+STUDENT_BOOK = "https://my-course.github.io/transformers-exercises/"
+
+
 @pytest.fixture(scope="module")
 def student_edition(tmp_path_factory):
-    out = tmp_path_factory.mktemp("student")
-    make_editions.build_student(CHAPTERS, out)
-    return out
+    """chapter -> its student notebook, built on first use (one chapter at a time, so that a chapter being
+    rewritten fails its own tests only)."""
+    root = tmp_path_factory.mktemp("student")
+    built: dict[Path, Path] = {}
+
+    def build(chapter: Path) -> Path:
+        if chapter not in built:
+            out = root / chapter.stem
+            make_editions.build_student([chapter], out, repo="my-course/transformers-exercises",
+                                        course_ref=COURSE_COMMIT)
+            built[chapter] = out / "chapters" / chapter.name
+        return built[chapter]
+    return build
 
 
 def _student(student_edition, chapter: Path) -> Path:
-    return student_edition / "chapters" / chapter.name
+    return student_edition(chapter)
 
 
 def test_chapters_present():
@@ -245,6 +299,52 @@ def test_student_chapter_has_no_solution(student_edition, chapter):
     assert not leaked, f"{chapter.name}: solution lines in the student edition: {leaked[:5]}"
     for ex in exercises_found:  # the exercise itself stays
         assert ex.label in text
+
+
+def prose_glue_roles(text: str) -> int:
+    """The glue roles of a markdown text outside its code blocks (directive fences, which may be nested, are not
+    code blocks)."""
+    stack: list[tuple[str, bool]] = []   # (fence, is a code block)
+    count = 0
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stack and len(stripped) >= len(stack[-1][0]) and set(stripped) == {stack[-1][0][0]}:
+            stack.pop()
+            continue
+        if stack and stack[-1][1]:
+            continue
+        opening = re.match(r"^(`{3,}|~{3,}|:{3,})\s*(.*)$", stripped)
+        if opening:
+            stack.append((opening[1], not opening[2].startswith("{")))
+            continue
+        count += len(re.findall(r"\{glue(?::[a-z]+)?\}`", line))
+    return count
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_student_chapter_reads_like_the_book(student_edition, chapter):
+    """No raw MyST in the student notebook (the check of tests/test_colab_edition.py's test_no_raw_myst): every
+    glue role of the chapter's text outside its solutions is a number of the book's run, its cross-references
+    link to the student book, its exercises are headed sections, its code has no test-harness line, and its
+    set-up cell installs the course's version."""
+    from booktools import colab
+
+    nb = ek.read_notebook(_student(student_edition, chapter))
+    problems = [f"cell {i}: {raw}" for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+                for raw in colab.raw_myst(c.source)]
+    assert not problems, f"{chapter.name}: raw MyST left in the student edition:\n" + "\n".join(problems[:20])
+    stripped, _ = ek.strip_solutions(ek.read_notebook(chapter))
+    roles = sum(prose_glue_roles(c.source) for c in stripped.cells
+                if c.cell_type == "markdown" and notebooks.BOOTSTRAP_TAG not in ek.cell_tags(c))
+    text = "\n".join(c.source for c in nb.cells[1:] if c.cell_type == "markdown")
+    assert text.count(colab.BOOK_RUN_MARK) == roles
+    assert notebooks.html_baseurl() not in text or notebooks.html_baseurl() == STUDENT_BOOK
+    exercises_found = ek.find_exercises(chapter)
+    assert len(re.findall(rf"^### Exercise {notebooks.chapter_number(chapter)}\.\d+", text, re.MULTILINE)) == \
+        len(exercises_found)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].source == ek.pinned_setup_source(COURSE_COMMIT)
+    assert not any("nbval-tolerance" in c.source for c in code)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)

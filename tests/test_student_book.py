@@ -36,6 +36,8 @@ pytestmark = pytest.mark.slow
 
 REPO = "my-course/transformers-exercises"
 CHAPTERS = [p for p in notebooks.toc_chapters() if p.is_file()]
+COURSE_COMMIT = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                               check=True).stdout.strip()
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
                   "--disable-dev-shm-usage", "--hide-scrollbars", "--enable-logging=stderr", "--v=0"]
@@ -44,7 +46,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 @pytest.fixture(scope="module")
 def book(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("student-book")
-    return make_student_book.build(out, repo=REPO, quiet=True)
+    return make_student_book.build(out, repo=REPO, quiet=True, course_ref=COURSE_COMMIT)
 
 
 def page(book: Path, chapter: Path) -> BeautifulSoup:
@@ -106,6 +108,21 @@ def test_buttons_open_the_student_notebooks(book, chapter):
     assert colab == [f"https://colab.research.google.com/github/{REPO}/blob/main/chapters/{chapter.stem}.ipynb"]
     book_repo = notebooks.github_repo()
     assert not [h for h in hrefs if book_repo in h], "a link to the book's own repository (it has the solutions)"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_downloaded_notebook_reads_like_the_book(book, chapter):
+    """The download button serves the student edition's notebook: no raw MyST (tests/test_colab_edition.py's check),
+    cross-references to the student book, the set-up cell at the course's version; the footer names it."""
+    from booktools import colab
+
+    nb = notebooks.read_notebook(book / "_sources" / "chapters" / f"{chapter.stem}.ipynb")
+    problems = [raw for c in nb.cells if c.cell_type == "markdown" for raw in colab.raw_myst(c.source)]
+    assert not problems, f"{chapter.stem}: raw MyST in the downloaded notebook: {problems[:10]}"
+    assert ek.setup_cell_ref(nb.cells[1].source) == (notebooks.repository_url(), COURSE_COMMIT)
+    owner, name = REPO.split("/")
+    assert f"https://{owner}.github.io/{name}/chapters/{chapter.stem}.html" in nb.cells[0].source
+    assert COURSE_COMMIT[:12] in page(book, chapter).get_text(" ")
 
 
 def test_instructor_guide_left_out(book):
