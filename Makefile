@@ -76,8 +76,10 @@ help:
 	@echo "make instructor-edition  the full chapters and ANSWER_KEY.md (_build/instructor)"
 	@echo "make exercise-table    regenerate the exercise tables of instructor_guide.md"
 	@echo "make exercise-data     regenerate the stored cases of the notebook self-check (after changing a case)"
-	@echo "make grade SUBMISSIONS=folder [GRADES=grades.csv] [GRADEBOOK=next to GRADES] [TIMEOUT=60] [JOBS=1]"
-	@echo "                   [MEMORY_GB=4] [KEY_FILE=file] [LMS=generic|canvas]   grade submitted notebooks"
+	@echo "make grade SUBMISSIONS=folder   grade submitted notebooks (record, gradebook, report, feedback in _build/grades)"
+	@echo "                   [GRADES=_build/grades/grades.csv] [GRADEBOOK=next to GRADES] [LMS=generic|canvas|moodle]"
+	@echo "                   [ROSTER=class.csv] [MOODLE_ID=username|email|idnumber] [LATE_PENALTY=0.1] [STUDENT=id]"
+	@echo "                   [COURSE_REF=v1.0] [TIMEOUT=60] [JOBS=1: exercises graded at a time] [MEMORY_GB=4] [KEY_FILE=file]"
 
 # --------------------------------------------------------------------------- set-up
 $(PY):
@@ -206,7 +208,11 @@ STUDENT_REPO ?=
 COURSE_REF ?=
 STUDENT_BOOK_URL ?=
 SUBMISSIONS ?=
-GRADES ?= grades.csv
+GRADES ?= _build/grades/grades.csv
+ROSTER ?=
+MOODLE_ID ?= username
+LATE_PENALTY ?= 0
+STUDENT ?=
 GRADEBOOK ?=
 TIMEOUT ?= 60
 JOBS ?= 1
@@ -236,6 +242,8 @@ exercise-table: $(PYTHON_STAMP)
 	$(PY) scripts/make_editions.py --guide-table
 
 grade: $(PYTHON_STAMP)
-	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder [GRADES=grades.csv] [GRADEBOOK=...]"; exit 2; }
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder [GRADES=_build/grades/grades.csv] [LMS=...] [ROSTER=...]"; exit 2; }
 	$(PY) scripts/grade.py "$(SUBMISSIONS)" --out "$(GRADES)" $(if $(GRADEBOOK),--gradebook "$(GRADEBOOK)") --timeout "$(TIMEOUT)" \
-		--jobs "$(JOBS)" --memory-gb "$(MEMORY_GB)" --lms "$(LMS)" $(if $(KEY_FILE),--key-file "$(KEY_FILE)")
+		--jobs "$(JOBS)" --memory-gb "$(MEMORY_GB)" --lms "$(LMS)" $(if $(KEY_FILE),--key-file "$(KEY_FILE)") \
+		$(if $(ROSTER),--roster "$(ROSTER)") --moodle-id "$(MOODLE_ID)" --late-penalty "$(LATE_PENALTY)" \
+		$(if $(STUDENT),--student "$(STUDENT)") $(if $(COURSE_REF),--course-ref "$(COURSE_REF)")

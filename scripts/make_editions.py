@@ -443,17 +443,18 @@ INSTRUCTOR_README = """\
 - `chapters/`: the chapters as the book stores them, solutions and outputs included.
 - `ANSWER_KEY.md`: every exercise per chapter with its id, kind, estimated time, text and solution.
 
-The student edition (`make student-edition`, in `_build/student/`) is what students receive.
+The student edition (`make student-edition COURSE_REF=<tag>`, in `_build/student/`) is what students receive.
 Grade a folder of submitted notebooks with
 
 ```bash
-make grade SUBMISSIONS=path/to/folder GRADES=grades.csv
-# or: .venv/bin/python scripts/grade.py path/to/folder --out grades.csv
+make grade SUBMISSIONS=path/to/folder [LMS=canvas|moodle] [ROSTER=class.csv] [COURSE_REF=<tag>]
+# or: .venv/bin/python scripts/grade.py path/to/folder --lms canvas --roster class.csv
 ```
 
-which writes one row per notebook and autograded exercise (`student_id`, `student_file`,
-`exercise_id`, `passed`, `points`, `message`) and a gradebook with one row per student, a column per
-exercise and a total (`gradebook.csv`). `make student-book` builds the HTML book without solutions.
+which writes into `_build/grades/` the class record (`grades.csv`: one row per notebook and autograded exercise,
+merged when you grade again), a gradebook your LMS imports (`gradebook.csv`), a feedback file per student
+(`feedback/<id>.md`) and a report (`report.md`: version, non-submitters, late files, tampering, near-copies of the
+library). `make student-book` builds the HTML book without solutions.
 See the book's page *For instructors* (`instructor_guide.md`).
 """
 

@@ -56,7 +56,7 @@ def write(nb, path: Path) -> Path:
 
 
 def read_csv(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as handle:
+    with open(path, newline="", encoding="utf-8-sig") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -234,8 +234,8 @@ def test_make_grade_symlinked_folders_spaces_and_options(tmp_path):
     assert {(r["student_id"], r["exercise_id"], r["passed"]) for r in rows} == {
         ("erin smith", "06-causal-mask", "True"), ("erin smith", "04-self-attention", "True")}
     table = read_csv(book)
-    assert list(table[0])[:5] == grade.CANVAS_COLUMNS and table[0]["SIS Login ID"] == "erin smith"
-    assert table[0]["Exercises total"] == "2"
+    assert list(table[0])[:5] == grade.CANVAS_COLUMNS and table[0]["Student"] == "Points Possible"
+    assert table[1]["ID"] == "erin smith" and table[1]["06-causal-mask"] == "1" and "Exercises total" not in table[1]
 
 
 @pytest.mark.slow
