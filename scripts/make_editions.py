@@ -406,16 +406,24 @@ def answer_key(chapters: list[Path]) -> str:
         rel = _relative(chapter, base_of(chapters)).as_posix()
         exercises = ek.find_exercises(chapter, nb)
         values = glued_values(nb)
+        try:
+            number = str(notebooks.chapter_number(chapter))
+        except ValueError:
+            number = ""
+        # Exercises are numbered as the book numbers them (Exercise N.k): several may share a notebook cell.
         lines += [f"## {ek.chapter_title(nb) or rel}", "", f"`{rel}`", "",
-                  "| id | kind | autograded | minutes | cell |", "| --- | --- | --- | --- | --- |"]
-        for ex in exercises:
-            lines.append(f"| `{ex.id}` | {ex.kind} | {', '.join(f'`{i}`' for i in ex.autograded) or '—'} "
-                         f"| {ex.minutes} | {ex.cell} |")
+                  "| exercise | id | kind | autograded | minutes | notebook cell |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for k, ex in enumerate(exercises, 1):
+            lines.append(f"| {number}.{k} | `{ex.id}` | {ex.kind} | "
+                         f"{', '.join(f'`{i}`' for i in ex.autograded) or '—'} | {ex.minutes} | {ex.cell} |")
         lines.append("")
-        for ex in exercises:
-            heading = f"### `{ex.label}`" + (f" — {ex.title}" if ex.title else "")
+        for k, ex in enumerate(exercises, 1):
+            heading = f"### Exercise {number}.{k}: `{ex.label}`" + (f" — {ex.title}" if ex.title else "")
             lines += [heading, "",
-                      f"*{ex.kind}, about {ex.minutes} min, notebook cell {ex.cell}.*", "",
+                      f"*{ex.kind}, about {ex.minutes} min, in notebook cell {ex.cell}"
+                      + (" (with other exercises)" if sum(e.cell == ex.cell for e in exercises) > 1 else "") + ".*",
+                      "",
                       "**Exercise.**", "", substitute_glue(ex.text, values), "",
                       "**Solution.**", ""]
             for kind, text in ex.solution_blocks:

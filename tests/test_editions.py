@@ -242,6 +242,10 @@ def test_tiny_instructor_edition(tiny):
         assert secret in key
     assert exercises.describe("04-self-attention").splitlines()[0] in key
     assert "grade.py" in (instructor / "README.md").read_text()
+    # each exercise is named by a number of its own (two share the first markdown cell of the tiny chapter)
+    numbers = re.findall(r"^### Exercise (90\.\d+):", key, re.MULTILINE)
+    assert numbers == [f"90.{k}" for k in range(1, 6)]
+    assert key.count("(with other exercises)") == 2
 
 
 # ----------------------------------------------------------------------------- the real chapters

@@ -390,3 +390,15 @@ def test_a_library_layer_cannot_stand_in_for_the_forbidden_attention():
     result = exercises.check("03-seq2seq-attention", seq2seq_attention, verbose=False)
     assert not result.passed and "no credit" in result.message and "tl.attention._attend" in result.message, \
         result.message
+
+
+def test_describe_shows_as_text():
+    """``tl.exercises.describe(id)`` as the last expression of a cell shows the contract line by line (its repr and
+    IPython's pretty form are the text itself), and it is still a str."""
+    from IPython.lib.pretty import pretty
+
+    text = exercises.describe("06-causal-mask")
+    assert isinstance(text, str) and text.startswith("def causal_mask(t):\n    ")
+    assert repr(text) == str(text) == pretty(text)
+    with pytest.raises(KeyError, match="unknown exercise id 'nope'"):
+        exercises.describe("nope")

@@ -47,10 +47,26 @@ def available(chapter: Optional[int] = None) -> Dict[str, str]:
     return {k: e.description for k, e in EXERCISES.items() if chapter is None or k.startswith(f"{chapter:02d}-")}
 
 
+class Description(str):
+    """Text that shows as itself: as the last expression of a notebook cell it displays its lines, not a quoted
+    string with ``\\n`` escapes; it is a ``str`` for everything else."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
+
+
 def describe(exercise_id: str) -> str:
-    """The signature and contract of an exercise."""
+    """The signature and contract of an exercise, as text that shows as such: ``tl.exercises.describe(id)`` at the
+    end of a notebook cell displays the signature and the contract line by line (``print`` it anywhere else).
+
+    Raises:
+        KeyError: naming the unknown id and the valid ones.
+    """
     ex = _get(exercise_id)
-    return f"{ex.signature}\n{textwrap.indent(ex.contract, '    ')}"
+    return Description(f"{ex.signature}\n{textwrap.indent(ex.contract, '    ')}")
 
 
 def starter_code(exercise_id: str) -> str:
