@@ -465,10 +465,10 @@ def _masked_softmax_cases(g):
     return cases
 
 
-def _masked_softmax_core(scores, mask, fill=None, zero_rows=True, out_dtype=None):
+def _masked_softmax_core(scores, mask, fill=None, zero_rows=True, out_dtype=None, dim=-1):
     s = scores.float()
     s = s.masked_fill(~mask, torch.finfo(s.dtype).min if fill is None else fill)
-    w = torch.softmax(s, -1)
+    w = torch.softmax(s, dim)
     if zero_rows:
         w = w * mask.any(-1, keepdim=True)
     return w.to(scores.dtype if out_dtype is None else out_dtype)
@@ -487,6 +487,11 @@ def _masked_softmax_inf(scores, mask):
 @mistake("06-masked-softmax", "minus_1e5")
 def _masked_softmax_1e5(scores, mask):
     return torch.softmax(scores.masked_fill(~mask, -1e5).float(), -1).to(scores.dtype)
+
+
+@mistake("06-masked-softmax", "wrong_axis")
+def _masked_softmax_wrong_axis(scores, mask):
+    return _masked_softmax_core(scores, mask, dim=-2)
 
 
 @mistake("06-masked-softmax", "after")

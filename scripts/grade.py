@@ -338,12 +338,12 @@ def grade_exercise(nb: Notebook, item: dict, key: str, timeout: int, memory_gb: 
     findings = engine.static_findings(ex, nb.statements, item["function"], LIBRARY_ALIASES)
     if item.get("fallback") and item["fallback"] in nb.bound and item["function"] not in nb.bound:
         findings += engine.static_findings(ex, nb.statements, item["fallback"], LIBRARY_ALIASES)
+    findings = list(dict.fromkeys(findings))
     cases = references.make_cases(ex_id, references.grading_seed(key, ex_id))
     spec = {"exercise": ex_id, "function": item["function"], "fallback": item.get("fallback"),
             "snippets": nb.snippets, "timeout": timeout, "memory_gb": memory_gb}
     run = run_sandbox(workdir, spec, cases, timeout)
-    findings += [f"it calls `{e.get('name')}`, the library's own answer to this exercise"
-                 for e in run["events"] if e.get("event") == "forbidden"]
+    findings += [engine.call_finding(ex, str(e.get("name"))) for e in run["events"] if e.get("event") == "forbidden"]
 
     def verdict(passed: bool, message: str) -> dict:
         return {"exercise_id": ex_id, "passed": passed, "message": message}

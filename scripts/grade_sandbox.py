@@ -108,7 +108,7 @@ def main() -> int:
             reported.add(name)
             report(event="forbidden", name=name)
 
-    engine.install_tripwires(ex.forbidden, on_call, keep_originals=False)
+    engine.install_tripwires(engine.guarded_names(ex), on_call, keep_originals=False)
 
     def on_alarm(signum, frame):
         raise GradingTimeout()

@@ -38,6 +38,17 @@ def correct(ex_id):
     return register
 
 
+FORBIDDEN_TORCH: dict = {}
+
+
+def forbidden_torch(ex_id):
+    """Right answers that call the torch function doing the whole exercise: no credit, with the catalogue's reason."""
+    def register(fn):
+        FORBIDDEN_TORCH.setdefault(ex_id, []).append(fn)
+        return fn
+    return register
+
+
 def wrong(ex_id):
     def register(fn):
         WRONG.setdefault(ex_id, []).append(fn)
@@ -432,7 +443,7 @@ def sa_einsum(x, W_q, W_k, W_v):
     return torch.einsum("bts,bsv->btv", w, v)
 
 
-@correct("04-self-attention")
+@forbidden_torch("04-self-attention")
 def sa_sdpa(x, W_q, W_k, W_v):
     return F.scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v)
 
@@ -691,6 +702,12 @@ def msm_minus_1e4_no_zeroing(scores, mask):
 
 
 @wrong("06-masked-softmax")
+def msm_softmax_over_queries(scores, mask):
+    s = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min)
+    return (torch.softmax(s, dim=-2) * mask.any(-1, keepdim=True)).to(scores.dtype)
+
+
+@wrong("06-masked-softmax")
 def msm_after(scores, mask):
     return (torch.softmax(scores.float(), -1) * mask).to(scores.dtype)
 
@@ -742,7 +759,7 @@ def mha_head_loop(x, W_q, W_k, W_v, W_o, n_heads):
     return torch.cat(heads, -1) @ W_o
 
 
-@correct("07-multihead")
+@forbidden_torch("07-multihead")
 def mha_einsum_sdpa(x, W_q, W_k, W_v, W_o, n_heads):
     b, t, d = x.shape
     q, k, v = [torch.einsum("btd,de->bte", x, w).unflatten(-1, (n_heads, -1)).permute(0, 2, 1, 3)
@@ -751,7 +768,7 @@ def mha_einsum_sdpa(x, W_q, W_k, W_v, W_o, n_heads):
     return torch.einsum("bthe,hef->btf", out.permute(0, 2, 1, 3), W_o.view(n_heads, d // n_heads, d))
 
 
-@correct("07-multihead")
+@forbidden_torch("07-multihead")
 def mha_torch_module(x, W_q, W_k, W_v, W_o, n_heads):
     d = x.shape[-1]
     mha = nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True).double()
@@ -837,7 +854,7 @@ def ln_manual(x, gamma, beta, eps=1e-5):
     return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps) * gamma + beta
 
 
-@correct("08-layer-norm")
+@forbidden_torch("08-layer-norm")
 def ln_functional(x, gamma, beta, eps=1e-5):
     return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
 
@@ -848,7 +865,7 @@ def ln_var_mean(x, gamma, beta, eps=1e-5):
     return (x - mean) * torch.rsqrt(var + eps) * gamma + beta
 
 
-@correct("08-layer-norm")
+@forbidden_torch("08-layer-norm")
 def ln_torch_module(x, gamma, beta, eps=1e-5):
     norm = nn.LayerNorm(x.shape[-1], eps=eps).double()
     with torch.no_grad():
@@ -1298,7 +1315,7 @@ def rms_manual(x, gain, eps=1e-6):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gain
 
 
-@correct("13-rms-norm")
+@forbidden_torch("13-rms-norm")
 def rms_functional(x, gain, eps=1e-6):
     return F.rms_norm(x, (x.shape[-1],), gain, eps)
 
@@ -1386,3 +1403,12 @@ def test_wrong_implementation_fails(ex_id, fn):
     for where, result in verdicts(ex_id, fn):
         assert not result.passed, f"{fn.__name__} passes {ex_id} ({where}): the cases do not show this slip"
         assert "✗" in result.message, result.message
+
+
+@pytest.mark.parametrize("exercise_id, fn", [(e, f) for e, fns in FORBIDDEN_TORCH.items() for f in fns],
+                         ids=lambda v: v if isinstance(v, str) else v.__name__)
+def test_torch_function_doing_the_exercise_gets_no_credit(exercise_id, fn):
+    result = exercises.check(exercise_id, fn, verbose=False)
+    reasons = dict(exercises.EXERCISES[exercise_id].forbidden_torch).values()
+    assert not result.passed and "no credit" in result.message, result.message
+    assert any(reason in result.message for reason in reasons), result.message

@@ -8,6 +8,7 @@ would write them; tests/test_exercise_mutations.py has many more.
 import ast
 import inspect
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -138,6 +139,11 @@ def masked_softmax_minus_1e5(scores, mask):
     return torch.softmax(scores.masked_fill(~mask, -1e5).float(), -1).to(scores.dtype)
 
 
+def masked_softmax_wrong_axis(scores, mask):
+    s = scores.float().masked_fill(~mask, torch.finfo(torch.float32).min)
+    return (torch.softmax(s, dim=-2) * mask.any(-1, keepdim=True)).to(scores.dtype)
+
+
 def mha_merge_wrong(x, W_q, W_k, W_v, W_o, n_heads):
     b, t, d = x.shape
     q, k, v = [(x @ w).view(b, t, n_heads, -1).transpose(1, 2) for w in (W_q, W_k, W_v)]
@@ -235,8 +241,9 @@ MISTAKES = [
     ("06-causal-mask", causal_off_by_one, "off by one"),
     ("06-causal-mask", causal_upper, "transposed"),
     ("06-causal-mask", causal_inverted, "inverted"),
-    ("06-masked-softmax", masked_softmax_minus_inf, "fully masked rows give NaN"),
-    ("06-masked-softmax", masked_softmax_minus_1e5, "-1e5 is not a safe mask value"),
+    ("06-masked-softmax", masked_softmax_minus_inf, "fully masked rows come out NaN"),
+    ("06-masked-softmax", masked_softmax_minus_1e5, "-1e5 is not safe in every dtype"),
+    ("06-masked-softmax", masked_softmax_wrong_axis, "softmax is taken over the wrong axis"),
     ("07-multihead", mha_merge_feature_major, "heads are merged in the wrong order"),
     ("08-layer-norm", layer_norm_unbiased, "unbiased"),
     ("08-layer-norm", layer_norm_eps_outside, "ε is added outside the square root"),
@@ -310,8 +317,11 @@ def test_tripwires_are_removed_after_the_check():
 
 
 def test_torch_builtins_are_allowed():
+    """torch's building blocks are allowed; only the functions that do the whole exercise (the catalogue's
+    forbidden_torch, e.g. F.scaled_dot_product_attention for self-attention) are not."""
     def self_attention(x, W_q, W_k, W_v):
-        return F.scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v)
+        q, k, v = x @ W_q, x @ W_k, x @ W_v
+        return F.softmax(torch.matmul(q, k.transpose(-2, -1)) * k.shape[-1] ** -0.5, dim=-1) @ v
 
     assert exercises.check("04-self-attention", self_attention, verbose=False).passed
 
@@ -402,3 +412,70 @@ def test_describe_shows_as_text():
     assert repr(text) == str(text) == pretty(text)
     with pytest.raises(KeyError, match="unknown exercise id 'nope'"):
         exercises.describe("nope")
+
+
+HINTS_THAT_HAND_OVER_THE_ANSWER = ("finfo", "masked_fill", "torch.", "use the last axis", "dim=-1")
+
+
+@pytest.mark.parametrize("exercise_id", ["06-masked-softmax"])
+def test_hints_name_the_mistake_not_the_fix(exercise_id):
+    """A hint names the mistake and the property it breaks, not the code that fixes it (issue 24 §3): the masked
+    softmax's hints do not hand over torch.finfo(dtype).min or the zeroing of fully masked rows."""
+    for key, hint in exercises.EXERCISES[exercise_id].mistakes:
+        assert not [w for w in HINTS_THAT_HAND_OVER_THE_ANSWER if w in hint], (key, hint)
+        assert not re.search(r"\buse\b", hint), (key, hint)
+
+
+# ----------------------------------------------------------------------------- torch functions that do the exercise
+def layer_norm_F(x, gamma, beta, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], gamma, beta, eps)
+
+
+def layer_norm_module(x, gamma, beta, eps=1e-5):
+    return torch.nn.LayerNorm(x.shape[-1], eps=eps)(x) * gamma + beta
+
+
+def layer_norm_hidden(x, gamma, beta, eps=1e-5):
+    return getattr(F, "layer" + "_norm")(x, x.shape[-1:], gamma, beta, eps)
+
+
+def attention_sdpa(x, W_q, W_k, W_v):
+    return F.scaled_dot_product_attention(x @ W_q, x @ W_k, x @ W_v)
+
+
+@pytest.mark.parametrize("exercise_id, fn, named", [
+    ("08-layer-norm", layer_norm_F, "torch.nn.functional.layer_norm"),
+    ("08-layer-norm", layer_norm_module, "torch.nn.LayerNorm"),
+    ("08-layer-norm", layer_norm_hidden, "torch.nn.functional.layer_norm"),
+    ("04-self-attention", attention_sdpa, "scaled_dot_product_attention"),
+])
+def test_forbidden_torch_call_gets_no_credit_and_says_why(exercise_id, fn, named):
+    """A one-line call of the torch function that does the whole exercise gets no credit, with the reason the
+    catalogue gives (issue 24 §3); torch is restored afterwards."""
+    original = F.layer_norm
+    result = exercises.check(exercise_id, fn, verbose=False)
+    assert not result.passed and "no credit" in result.message and named in result.message, result.message
+    why = dict(exercises.EXERCISES[exercise_id].forbidden_torch)
+    assert any(reason in result.message for reason in why.values()), result.message
+    assert F.layer_norm is original and torch.nn.LayerNorm.__init__.__name__ == "__init__"
+
+
+def test_static_reading_of_forbidden_torch_calls():
+    """The grader's static reading resolves the notebook's torch imports (aliases, from-imports) to the forbidden
+    names, and leaves other torch calls alone."""
+    ex = exercises.EXERCISES["08-layer-norm"]
+    cases = {
+        "import torch.nn.functional as G\ndef layer_norm(x, g, b, eps=1e-5):\n    return G.layer_norm(x, (4,), g, b)":
+            "`G.layer_norm` (torch.nn.functional.layer_norm)",
+        "from torch.nn.functional import layer_norm as ln\ndef layer_norm(x, g, b, eps=1e-5):\n    return ln(x, (4,))":
+            "`ln` (torch.nn.functional.layer_norm)",
+        "def layer_norm(x, g, b, eps=1e-5):\n    return torch.nn.LayerNorm(4)(x)": "`torch.nn.LayerNorm`",
+        "def layer_norm(x, g, b, eps=1e-5):\n    return F.layer_norm(x, (4,))":
+            "`F.layer_norm` (torch.nn.functional.layer_norm)",
+    }
+    for source, expected in cases.items():
+        findings = _exercise_engine.static_findings(ex, ast.parse(source).body, "layer_norm", ("tl",))
+        assert any(expected in f and "normalises in one call" in f for f in findings), (source, findings)
+    fine = ("def layer_norm(x, g, b, eps=1e-5):\n    mu = x.mean(-1, keepdim=True)\n"
+            "    return (x - mu) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * g + b")
+    assert _exercise_engine.static_findings(ex, ast.parse(fine).body, "layer_norm", ("tl",)) == []

@@ -256,3 +256,27 @@ def test_small_class_canvas_roster_late_cheat_and_regrade(tmp_path):
     assert "# Feedback: Jones, Bob (102)" in text and "06-causal-mask: 1.6 / 2" in text and "late" in text
     assert "No notebook was received" in (out.with_name("feedback") / "104.md").read_text(encoding="utf-8")
     assert json.loads(out.with_name("findings.json").read_text(encoding="utf-8"))["cheats"]
+
+
+@pytest.mark.slow
+def test_grader_enforces_forbidden_torch_calls(tmp_path):
+    """A one-line F.layer_norm (even reached through getattr) gets no credit from the grader, with the reason, and
+    is listed in the instructor's report; the from-scratch layer norm passes."""
+    check = 'tl.exercises.check("08-layer-norm", layer_norm)'
+    cheat = ('def layer_norm(x, gamma, beta, eps=1e-5):\n'
+             '    return getattr(F, "layer" + "_norm")(x, x.shape[-1:], gamma, beta, eps)\n')
+    own = ('def layer_norm(x, gamma, beta, eps=1e-5):\n    mu = x.mean(-1, keepdim=True)\n'
+           '    var = ((x - mu) ** 2).mean(-1, keepdim=True)\n    return (x - mu) / torch.sqrt(var + eps) * gamma + beta\n')
+    for name, source in (("cheat", cheat), ("own", own)):
+        write(notebook("import torch.nn.functional as F", (source, ["starter", "ex-08-layer-norm"]), check),
+              tmp_path / "subs" / f"{name}.ipynb")
+    out = tmp_path / "g" / "grades.csv"
+    proc = run_grade(str(tmp_path / "subs"), "--out", str(out), "--timeout", "20", "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["student_id"]: r for r in csv.DictReader(out.read_text(encoding="utf-8-sig").splitlines())}
+    assert rows["own"]["passed"] == "True", rows["own"]["message"]
+    message = rows["cheat"]["message"]
+    assert rows["cheat"]["passed"] == "False" and "no credit" in message and "layer_norm" in message
+    assert "normalises in one call" in message
+    report = out.with_name("report.md").read_text(encoding="utf-8")
+    assert "cheat, `cheat.ipynb`: 08-layer-norm: it calls" in report

@@ -273,3 +273,20 @@ def test_make_grade_gives_cheats_no_credit(tmp_path):
     assert "reference" in messages["reference"] and "no credit" in messages["reference"]
     assert "no credit" in messages["vars_library"] and "no credit" in messages["grader_import"]
     assert "ended" in messages["exit_early"]
+
+
+def test_make_help_and_the_guide_agree_on_the_grade_options():
+    """`make help` and instructor_guide.md list the same variables of `make grade`, with the same defaults."""
+    import re
+
+    help_text = make("help").stdout
+    start = help_text.index("make grade")
+    block = "\n".join(line for line in help_text[start:].splitlines()[:6] if line.startswith(("make grade", " ")))
+    guide = (ROOT / "instructor_guide.md").read_text(encoding="utf-8")
+    command = guide[guide.index('make grade SUBMISSIONS="submissions/"'):]
+    command = command[:command.index("# or:")]
+    option = re.compile(r"\[([A-Z_]+)=([^\]\s:]+)")
+    in_help, in_guide = dict(option.findall(block)), dict(option.findall(command))
+    assert set(in_help) == set(in_guide), (sorted(in_help), sorted(in_guide))
+    assert in_help["JOBS"] == in_guide["JOBS"] == "1"
+    assert "JOBS ?= 1" in (ROOT / "Makefile").read_text(encoding="utf-8")

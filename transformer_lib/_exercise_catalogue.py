@@ -30,6 +30,10 @@ class Exercise:
         forbidden: qualified names of the library's functions and classes that answer the exercise; a submission
             that calls one gets no credit.
         mistakes: ``(key, hint)`` of the common mistakes the checker recognises (their models live with the grader).
+            A hint names the mistake and the property it breaks, not the code that fixes it.
+        forbidden_torch: ``(qualified name, why)`` of the torch functions and classes that do the whole exercise
+            (``torch.nn.functional.layer_norm`` for "layer norm from scratch"); a submission that calls one gets no
+            credit, with the reason.
     """
 
     id: str
@@ -41,6 +45,7 @@ class Exercise:
     exact_dtype: bool = False
     forbidden: Tuple[str, ...] = ()
     mistakes: Tuple[Tuple[str, str], ...] = ()
+    forbidden_torch: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def function(self) -> str:
@@ -67,6 +72,12 @@ _RNN = ("transformer_lib.rnn.make_recurrent", "transformer_lib.rnn.RNNEncoder", 
 _MHA = ("transformer_lib.multihead.MultiHeadAttention", "transformer_lib.multihead.split_heads",
         "transformer_lib.multihead.merge_heads")
 _SCALE = "the 1/√d_k scaling is missing"
+_WHOLE_ATTENTION = "computes the whole attention in one call: the exercise is to write the scores, the softmax and the weighted sum yourself"
+_TORCH_ATTENTION = (("torch.nn.functional.scaled_dot_product_attention", _WHOLE_ATTENTION),
+                    ("torch.nn.MultiheadAttention", _WHOLE_ATTENTION),
+                    ("torch.nn.functional.multi_head_attention_forward", _WHOLE_ATTENTION))
+_WHOLE_NORM = ("normalises in one call: the exercise is to compute the statistics over the features and the "
+               "normalisation yourself")
 
 EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
     Exercise(
@@ -130,6 +141,7 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
         "x: (B, T, d); W_q, W_k: (d, d_k); W_v: (d, d_v). Return softmax(Q Kᵀ / sqrt(d_k)) V with Q = x W_q,\n"
         "K = x W_k, V = x W_v, the softmax over the keys (last axis); shape (B, T, d_v).",
         forbidden=_ATTENTION + _MHA,
+        forbidden_torch=_TORCH_ATTENTION,
         mistakes=(("unscaled", _SCALE),
                   ("wrong_axis", "the softmax runs over the queries (dim=-2); it must run over the keys (dim=-1)"),
                   ("transposed_scores", "the score matrix is transposed: row i must hold q_i·k_j for all j"),
@@ -166,13 +178,20 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
         "entry must be all zeros (not NaN, not uniform).",
         atol=2e-3, rtol=2e-3, exact_dtype=True,
         forbidden=_ATTENTION + _SOFTMAX,
-        mistakes=(("inf", "fully masked rows give NaN: -inf everywhere makes 0/0; give those rows zeros"),
-                  ("minus_1e5", "-1e5 is not a safe mask value (it overflows to -inf in float16, and fully masked "
-                                "rows become uniform); use torch.finfo(dtype).min and zero fully masked rows"),
+        forbidden_torch=(("torch.nn.functional.scaled_dot_product_attention", _WHOLE_ATTENTION),),
+        mistakes=(("inf", "fully masked rows come out NaN: with every score at -inf the softmax divides 0 by 0; "
+                          "a row with nothing to attend to must be all zeros"),
+                  ("minus_1e5", "a fixed mask value of -1e5 is not safe in every dtype: float16 cannot hold it (it "
+                                "becomes -inf), and a row with nothing to attend to comes out uniform instead of all "
+                                "zeros"),
+                  ("wrong_axis", "the softmax is taken over the wrong axis: each query's weights over the keys (the "
+                                 "last axis) must sum to 1"),
                   ("after", "the mask is applied after the softmax, so rows no longer sum to 1"),
                   ("inverted", "the mask is inverted: True means 'may attend'"),
-                  ("uniform_rows", "fully masked rows come out uniform: set them to zero"),
-                  ("float32_out", "the result is float32 for float16 scores: return the dtype of scores"))),
+                  ("uniform_rows", "fully masked rows come out uniform: a row with nothing to attend to must be all "
+                                   "zeros"),
+                  ("float32_out", "the result is float32 for float16 scores: the output must keep the dtype of "
+                                  "scores"))),
     Exercise(
         "07-multihead", "Multi-head attention with explicit weights (split, attend, merge)",
         "def multihead_attention(x, W_q, W_k, W_v, W_o, n_heads):",
@@ -180,6 +199,7 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
         "[h*D/H, (h+1)*D/H) of x W_q, x W_k, x W_v; each head computes softmax(q kᵀ/√(D/H)) v; the heads are\n"
         "concatenated in head order (B, T, D) and multiplied by W_o. No mask.",
         forbidden=_ATTENTION + _MHA,
+        forbidden_torch=_TORCH_ATTENTION,
         mistakes=(("merge_wrong", "the heads are merged in the wrong order: transpose (B, H, T, d_h) back to "
                                   "(B, T, H, d_h) before reshaping"),
                   ("split_without_transpose", "the split reshapes to (B, H, T, d_h) directly; reshape to "
@@ -195,6 +215,9 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
         "x: (..., d); gamma, beta: (d,). Normalise each token over its d features: (x - mean)/sqrt(var + eps)\n"
         "* gamma + beta with mean = (1/d)Σx_j and the biased variance (1/d)Σ(x_j - mean)².",
         forbidden=("transformer_lib.blocks.LayerNorm", "transformer_lib.blocks.make_norm"),
+        forbidden_torch=(("torch.nn.functional.layer_norm", _WHOLE_NORM), ("torch.layer_norm", _WHOLE_NORM),
+                         ("torch.nn.LayerNorm", _WHOLE_NORM), ("torch.nn.functional.group_norm", _WHOLE_NORM),
+                         ("torch.nn.functional.instance_norm", _WHOLE_NORM)),
         mistakes=(("unbiased", "the variance is the unbiased one (1/(d-1)); layer norm uses 1/d"),
                   ("batch_axis", "the statistics are taken over the batch axis (that is batch norm); use the last "
                                  "axis"),
@@ -272,6 +295,8 @@ EXERCISES: Dict[str, Exercise] = {e.id: e for e in [
         "x: (..., d); gain: (d,). Return x / sqrt(mean(x², over the last axis) + eps) * gain: each token is\n"
         "divided by its root mean square; no mean is subtracted and there is no bias.",
         forbidden=("transformer_lib.blocks.RMSNorm", "transformer_lib.blocks.make_norm"),
+        forbidden_torch=(("torch.nn.functional.rms_norm", _WHOLE_NORM), ("torch.rms_norm", _WHOLE_NORM),
+                         ("torch.nn.RMSNorm", _WHOLE_NORM)),
         mistakes=(("centred", "the mean is subtracted (that is layer norm); RMS norm divides x itself by its root "
                               "mean square"),
                   ("eps_outside", "ε is added outside the square root: divide by sqrt(mean(x²) + ε)"),

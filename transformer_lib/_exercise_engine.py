@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -24,7 +25,8 @@ import torch
 
 from ._exercise_guard import (DYNAMIC_NAMES, GRADER_MODULES, INTROSPECTION_ATTRS, LIBRARY,  # noqa: F401
                               ForbiddenCall, _bound_names, _chain, display_name, function_findings,
-                              install_tripwires, resolve, static_findings)
+                              install_tripwires, resolve, static_findings, torch_reason, TORCH_ALIASES,
+                              _torch_finding)
 
 __all__ = ["CheckResult", "ForbiddenCall", "mismatch", "short", "signature_problem",
            "static_findings", "install_tripwires", "portable", "encode_case", "decode_case", "display_name", "judge",
@@ -294,7 +296,28 @@ def passed(ex, total: int) -> CheckResult:
 
 
 def no_credit(ex, findings: Sequence[str]) -> CheckResult:
-    """The verdict of a submission that uses the library's answer, the reference, or code the grader cannot read."""
-    listed = "; ".join(dict.fromkeys(findings))
+    """The verdict of a submission that uses the library's answer, a torch function that does the whole exercise,
+    the reference, or code the grader cannot read."""
+    grouped: Dict[str, List[str]] = {}   # "it calls X, which WHY": one sentence per reason
+    for finding in dict.fromkeys(findings):
+        match = re.match(r"^it calls (?P<what>.+?), which (?P<why>.+)$", finding)
+        if match:
+            grouped.setdefault(f"which {match['why']}", []).append(match["what"])
+        else:
+            grouped.setdefault(finding, [])
+    listed = "; ".join(f"it calls {' and '.join(names)}, {key}" if names else key for key, names in grouped.items())
     return CheckResult(ex.id, False, f"✗ {ex.id}: no credit — {listed}. Write the function yourself with torch "
                                      "operations; the library's own version of this exercise is not allowed.", 0)
+
+
+def guarded_names(ex) -> Tuple[str, ...]:
+    """What the tripwires replace while a submission runs: the library's answers and the forbidden torch functions."""
+    return tuple(ex.forbidden) + tuple(q for q, _ in getattr(ex, "forbidden_torch", ()) or ())
+
+
+def call_finding(ex, name: str) -> str:
+    """The finding for a tripwire's report that ``name`` was called."""
+    why = torch_reason(ex, name)
+    if why:
+        return _torch_finding(name, name, why)
+    return f"it calls `{name}`, the library's own answer to this exercise"

@@ -21,7 +21,7 @@ import types
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 __all__ = ["ForbiddenCall", "static_findings", "function_findings", "install_tripwires", "display_name",
-           "resolve"]
+           "resolve", "torch_reason", "TORCH_ALIASES"]
 
 
 class ForbiddenCall(BaseException):
@@ -82,8 +82,23 @@ def _bound_names(stmt) -> List[str]:
     return []
 
 
+#: Names the grader's prelude (and most notebooks) bind to torch modules.
+TORCH_ALIASES = {"torch": "torch", "nn": "torch.nn", "F": "torch.nn.functional"}
+
+
+def torch_reason(ex, qualname: str) -> Optional[str]:
+    """Why the torch function ``qualname`` gets no credit in exercise ``ex`` (None: it is allowed)."""
+    return dict(getattr(ex, "forbidden_torch", ()) or ()).get(qualname)
+
+
+def _torch_finding(shown: str, qualname: str, why: str) -> str:
+    named = f"`{shown}`" if shown == qualname else f"`{shown}` ({qualname})"
+    return f"it calls {named}, which {why}"
+
+
 def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_aliases: Iterable[str] = ("tl",),
-                    extra_library_names: Iterable[str] = ()) -> List[str]:
+                    extra_library_names: Iterable[str] = (),
+                    torch_aliases: Optional[Dict[str, str]] = None) -> List[str]:
     """What the graded function ``target`` and the code it uses do that the grader does not credit.
 
     Args:
@@ -92,11 +107,15 @@ def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_ali
         target: the name of the graded function.
         library_aliases: names bound to ``transformer_lib`` before the notebook runs (the grader's prelude).
         extra_library_names: other names known to refer to the library (self-check: from the function's globals).
+        torch_aliases: name -> the torch module or object it is bound to before the notebook runs (default
+            :data:`TORCH_ALIASES`); the notebook's own imports of torch are added.
 
     Returns:
         one sentence per finding, in the order found (empty: nothing to report).
     """
     forbidden_last = {q.rsplit(".", 1)[-1]: q for q in ex.forbidden}
+    torch_forbidden = dict(getattr(ex, "forbidden_torch", ()) or ())
+    torch_map: Dict[str, str] = dict(TORCH_ALIASES if torch_aliases is None else torch_aliases)
     bindings: Dict[str, ast.stmt] = {}
     aliases: Set[str] = set(library_aliases) | set(extra_library_names) | {LIBRARY}
     for stmt in statements:
@@ -111,6 +130,16 @@ def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_ali
 
     def note_imports(tree) -> None:
         for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == "torch":
+                        if a.asname:
+                            torch_map[a.asname] = a.name
+                        else:
+                            torch_map["torch"] = "torch"
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch" and not node.level:
+                for a in node.names:
+                    torch_map[a.asname or a.name] = f"{node.module}.{a.name}"
             if library_import(node):
                 for a in node.names:
                     if isinstance(node, ast.Import):
@@ -134,6 +163,14 @@ def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_ali
         seen.add(id(stmt))
         note_imports(stmt)
         for node in ast.walk(stmt):
+            if torch_forbidden and isinstance(node, (ast.Name, ast.Attribute)):
+                chain = _chain(node) if isinstance(node, ast.Attribute) else [node.id]
+                shadowed = chain and chain[0] in bindings and \
+                    not isinstance(bindings[chain[0]], (ast.Import, ast.ImportFrom))  # the notebook's own name
+                if chain and chain[0] in torch_map and not shadowed:
+                    qualified = ".".join([torch_map[chain[0]]] + chain[1:])
+                    if qualified in torch_forbidden:
+                        findings.append(_torch_finding(".".join(chain), qualified, torch_forbidden[qualified]))
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if node.id in bindings:
                     todo.append(bindings[node.id])
@@ -220,14 +257,29 @@ def function_findings(ex, fn: Callable) -> List[str]:
         if id(value) in forbidden:
             findings.append(f"it calls `{display_name(forbidden[id(value)])}`, the library's own answer to this "
                             "exercise")
+    torch_objects = {}
+    for qualname, why in getattr(ex, "forbidden_torch", ()) or ():
+        try:
+            torch_objects[id(resolve(qualname))] = (qualname, why)
+        except (ImportError, AttributeError):
+            continue
     library_names: Set[str] = set()
+    torch_names: Dict[str, str] = {}
     code = getattr(fn, "__code__", None)
     fn_globals = getattr(fn, "__globals__", {}) or {}
+    for value in held:
+        if id(value) in torch_objects:
+            findings.append(_torch_finding(*torch_objects[id(value)][:1], *torch_objects[id(value)]))
     if code is not None:
         for name in sorted(_code_names(code)):
             if name not in fn_globals:
                 continue
             value = fn_globals[name]
+            if id(value) in torch_objects:
+                qualname, why = torch_objects[id(value)]
+                findings.append(_torch_finding(name, qualname, why))
+            if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == "torch":
+                torch_names[name] = value.__name__
             if id(value) in forbidden and name != getattr(fn, "__name__", None):
                 findings.append(f"it calls `{display_name(forbidden[id(value)])}` (as `{name}`), the library's own "
                                 "answer to this exercise")
@@ -242,7 +294,7 @@ def function_findings(ex, fn: Callable) -> List[str]:
     statements = list(tree.body)
     if statements and target not in _bound_names(statements[0]):  # a lambda: bind it to its name
         target = _bound_names(statements[0])[0] if _bound_names(statements[0]) else target
-    findings += static_findings(ex, statements, target, ("tl",), library_names)
+    findings += static_findings(ex, statements, target, ("tl",), library_names, torch_names)
     return list(dict.fromkeys(findings))
 
 
@@ -256,8 +308,8 @@ def resolve(qualname: str):
 
 
 def _tripwire(name: str, on_call: Callable[[str], None], method: bool = False):
-    message = (f"{name} answers this exercise: write the function yourself (the grader gives no credit for calling "
-               "it)")
+    message = (f"{name} does this exercise for you: write the function yourself (the grader gives no credit for "
+               "calling it)")
 
     def tripwire(*args, **kwargs):
         on_call(name)
@@ -285,6 +337,12 @@ def install_tripwires(qualnames: Iterable[str], on_call: Callable[[str], None],
         except (ImportError, AttributeError):
             continue
         name = display_name(qualname)
+        if qualname.split(".")[0] == "torch" and not isinstance(obj, type):  # a torch function: on its module
+            owner = importlib.import_module(qualname.rpartition(".")[0])
+            undo.append((owner, qualname.rpartition(".")[2], obj))
+            setattr(owner, qualname.rpartition(".")[2], _tripwire(name, on_call))
+            del obj
+            continue
         if isinstance(obj, type):
             undo.append((obj, "__init__", obj.__dict__.get("__init__")))
             setattr(obj, "__init__", _tripwire(name, on_call, method=True))

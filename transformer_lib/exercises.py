@@ -132,7 +132,7 @@ def _check(exercise_id: str, solution: Callable, seed: int) -> CheckResult:
     findings = _engine.function_findings(ex, solution)
     calls: list = []
     outcomes = []
-    restore = _engine.install_tripwires(ex.forbidden, calls.append)
+    restore = _engine.install_tripwires(_engine.guarded_names(ex), calls.append)
     try:
         for case in data["cases"]:
             inputs = _engine.clone_inputs(_engine.decode_case(case))
@@ -142,7 +142,7 @@ def _check(exercise_id: str, solution: Callable, seed: int) -> CheckResult:
                 outcomes.append({"status": "not_implemented"})
                 break
             except _engine.ForbiddenCall:
-                outcomes.append({"status": "error", "error": "a call of the library's answer"})
+                outcomes.append({"status": "error", "error": "a call of a forbidden function"})
                 break
             except Exception as err:  # noqa: BLE001 - any error in student code is reported, never raised
                 outcomes.append({"status": "error",
@@ -151,7 +151,7 @@ def _check(exercise_id: str, solution: Callable, seed: int) -> CheckResult:
             outcomes.append({"status": "ok", "value": _engine.portable(value)})
     finally:
         restore()
-    findings += [f"it calls `{name}`, the library's own answer to this exercise" for name in dict.fromkeys(calls)]
+    findings += [_engine.call_finding(ex, name) for name in dict.fromkeys(calls)]
     if findings:
         return _engine.no_credit(ex, findings)
     return _engine.judge(ex, data["cases"], data["expected"], outcomes, data["mistakes"])
