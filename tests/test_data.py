@@ -343,20 +343,35 @@ def test_iterate_batches(splits):
 
 # ------------------------------------------------------------------------------------------------ agreement
 @pytest.mark.parametrize("distance", [0, 1, 2, 5, 13])
-def test_agreement_exact_distance_and_labels(distance):
-    x, y, vocab = D.make_agreement_data(200, distance, seed=0)
-    assert x.shape == (200, distance + 2) and y.shape == (200,)
+@pytest.mark.parametrize("max_prefix", [0, 4])
+def test_agreement_exact_distance_and_labels(distance, max_prefix):
+    x, y, vocab = D.make_agreement_data(200, distance, seed=0, max_prefix=max_prefix)
+    assert x.shape == (200, max_prefix + distance + 2) and y.shape == (200,)
     assert x.dtype == torch.long and y.dtype == torch.long
     assert set(y.tolist()) == {0, 1}
     nouns = D.TRANSLATION_LEXICON["nouns"]
+    subject_positions = set()
     for row, label in zip(x.tolist(), y.tolist()):
-        words = vocab.decode(row)
-        assert words[0] == "the"
-        subject = words[1]
+        length = sum(i != D.PAD_ID for i in row)
+        assert all(i != D.PAD_ID for i in row[:length]) and all(i == D.PAD_ID for i in row[length:])  # right-padded
+        words = vocab.decode(row[:length])
+        start = words.index("the")  # the prefix holds neither "the" nor a noun
+        assert start <= max_prefix and not any(w.rstrip("s") in nouns for w in words[:start])
+        subject = words[start + 1]
+        subject_positions.add(start + 1)
+        assert len(words) - (start + 2) == distance  # exactly `distance` words between the subject and the verb
         assert label == int(subject.endswith("s")) and subject.rstrip("s") in nouns
-        for w in words[2:]:  # every attractor has the other number
+        for w in words[start + 2:]:  # every attractor has the other number
             if w.rstrip("s") in nouns:
                 assert w.endswith("s") != bool(label)
+    # the subject's position varies over every prefix length (a model cannot find it by position alone)
+    assert subject_positions == set(range(1, max_prefix + 2))
+
+
+def test_agreement_without_prefix_is_unpadded():
+    x, y, vocab = D.make_agreement_data(100, 7, seed=3, max_prefix=0)
+    assert x.shape == (100, 9) and not (x == D.PAD_ID).any()
+    assert all(vocab.decode(row)[0] == "the" for row in x.tolist())
 
 
 def test_agreement_determinism_and_shared_vocab():
@@ -364,9 +379,13 @@ def test_agreement_determinism_and_shared_vocab():
     x2, y2, v2 = D.make_agreement_data(50, 6, seed=1)
     assert torch.equal(x1, x2) and torch.equal(y1, y2)
     assert not torch.equal(x1, D.make_agreement_data(50, 6, seed=2)[0])
-    assert D.make_agreement_data(5, 20, seed=0)[2] == v1
+    assert D.make_agreement_data(5, 20, seed=0)[2] == v1 == D.make_agreement_data(5, 20, max_prefix=0)[2]
     with pytest.raises(ValueError, match="distance must be a non-negative int, got -1"):
         D.make_agreement_data(5, -1)
+    with pytest.raises(ValueError, match="max_prefix must be a non-negative int, got -2"):
+        D.make_agreement_data(5, 3, max_prefix=-2)
+    with pytest.raises(TypeError, match="max_prefix must be an int, got float 1.5"):
+        D.make_agreement_data(5, 3, max_prefix=1.5)
 
 
 # ------------------------------------------------------------------------------------------------ retrieval and lookback

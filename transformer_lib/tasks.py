@@ -2,7 +2,8 @@
 
 In the order the chapters meet them:
 
-* :func:`make_agreement_data` — long-distance subject–verb agreement at an exact distance (chapter 2).
+* :func:`make_agreement_data` — long-distance subject–verb agreement at an exact distance, after a prefix of
+  random length (chapters 2 and 4).
 * The translation task (chapters 3, 7 and 10), in :mod:`~transformer_lib.translation_task` and re-exported here:
   an English-like grammar translated into an invented verb-final language.
 * :func:`make_lookback_data` — per-position "copy the token k steps back", for length extrapolation (chapter 5).
@@ -21,7 +22,7 @@ from typing import List, Tuple
 import torch
 
 from ._checks import check_positive_int, check_seed
-from .tokenizers import IGNORE_INDEX, SPECIALS, Vocab
+from .tokenizers import IGNORE_INDEX, PAD_ID, SPECIALS, Vocab
 # Re-exported: the tasks in one namespace (documented in their own module, so not listed in __all__).
 from .translation_task import (TRANSLATION_LEXICON, alignment, describe_translation,  # noqa: F401
                                make_translation_data, reference_translate, subject_verb_distance,
@@ -41,66 +42,87 @@ def _generator(seed: int) -> torch.Generator:
 # Agreement across a distance (chapter 2)
 # ----------------------------------------------------------------------------------------------------------------
 _AGR_ADVERBS = ("often", "still", "really", "never")
+# Openers of the prefix before the subject: no noun and no "the", so the subject is the first noun of the row.
+_AGR_OPENERS = ("and", "so", "then", "well", "now", "yes", "but", "maybe")
 AGREEMENT_VERBS = ("is", "are")  # the verb each label of make_agreement_data stands for
 
 
 def agreement_vocab() -> Vocab:
-    """The vocabulary of :func:`make_agreement_data` (the same for every distance)."""
+    """The vocabulary of :func:`make_agreement_data` (the same for every distance and prefix)."""
     words = ["the", "who"] + list(_NOUNS) + list(_PLURALS) + list(_PREPS) + list(_VT) + list(_VI)
-    return Vocab(sorted(words + list(_AGR_ADVERBS)))
+    return Vocab(sorted(words + list(_AGR_ADVERBS) + list(_AGR_OPENERS)))
+
+
+_AGR_NOUNS, _AGR_VT, _AGR_VI, _AGR_PREPS = tuple(_NOUNS), tuple(_VT), tuple(_VI), tuple(_PREPS)
+_AGR_SIZES = (1, 2, 3, 3, 4, 4)  # filler pieces: adverb, "who VI", "PREP the N", "who VT the N"
+_AGR_SIZES_UP_TO = {left: tuple(s for s in _AGR_SIZES if s <= left) for left in range(1, max(_AGR_SIZES) + 1)}
 
 
 def _agreement_filler(rng: random.Random, distance: int, attractor_plural: bool) -> List[str]:
     def attractor():
-        noun = rng.choice(list(_NOUNS))
+        noun = rng.choice(_AGR_NOUNS)
         return noun + "s" if attractor_plural else noun
 
     out: List[str] = []
     while len(out) < distance:
-        left = distance - len(out)
-        size = rng.choice([s for s in (1, 2, 3, 3, 4, 4) if s <= left])
+        size = rng.choice(_AGR_SIZES_UP_TO[min(distance - len(out), max(_AGR_SIZES))])
         if size == 1:
             out.append(rng.choice(_AGR_ADVERBS))
         elif size == 2:
-            out += ["who", rng.choice(list(_VI))]
+            out += ["who", rng.choice(_AGR_VI)]
         elif size == 3:
-            out += [rng.choice(list(_PREPS)), "the", attractor()]
+            out += [rng.choice(_AGR_PREPS), "the", attractor()]
         else:
-            out += ["who", rng.choice(list(_VT)), "the", attractor()]
+            out += ["who", rng.choice(_AGR_VT), "the", attractor()]
     return out
 
 
-def make_agreement_data(n: int, distance: int, seed: int = 0,
-                        attractors: bool = True) -> Tuple[torch.Tensor, torch.Tensor, Vocab]:
-    """Subject–verb agreement across exactly ``distance`` words ("the chef who saw the dogs near the cats … is").
+def make_agreement_data(n: int, distance: int, seed: int = 0, attractors: bool = True,
+                        max_prefix: int = 4) -> Tuple[torch.Tensor, torch.Tensor, Vocab]:
+    """Subject–verb agreement across exactly ``distance`` words ("so the chef who saw the dogs near the cats … is").
 
-    Each sequence is ``the NOUN`` followed by ``distance`` filler words (relative clauses, prepositional phrases
-    and adverbs); the verb would come next. The label is the number of the subject noun, which only the second
-    token shows: with ``attractors`` every noun in the filler has the other number, so "agree with the nearest
-    noun" is always wrong.
+    Each sequence is a prefix of 0 to ``max_prefix`` openers ("and", "so", "then", …; the length drawn
+    uniformly), then ``the NOUN``, then ``distance`` filler words (relative clauses, prepositional phrases and
+    adverbs); the verb would come next. The label is the number of the subject noun, the first noun of the
+    sequence. Because the prefix length varies, the subject's position from the start varies too, so a model
+    cannot find it by its position alone; its distance from the end of the sequence is always ``distance + 1``.
+    With ``attractors`` every noun in the filler has the other number, so "agree with the nearest noun" is always
+    wrong.
+
+    Sequences shorter than the longest possible one are padded on the right with ``PAD_ID`` (0), so every word
+    keeps its position from the start and the verb would follow the last non-padding token;
+    ``(x != PAD_ID).sum(1)`` gives each length. (Moving the padding to the front would put the subject at index
+    ``max_prefix + 1`` in every row and give the position away again.) ``max_prefix=0`` gives sequences of one
+    length, without padding, whose subject is always the second word.
 
     Args:
         n: number of sequences.
         distance: words between the subject noun and the verb (0: the verb follows the noun).
         seed: the random seed.
         attractors: make every filler noun the other number (else random).
+        max_prefix: the longest prefix before the subject (0: no prefix).
 
     Returns:
-        ``(x, y, vocab)``: x (n, distance + 2) long token ids; y (n,) long, 0 = singular ("is"),
-        1 = plural ("are"); the :func:`agreement_vocab`.
+        ``(x, y, vocab)``: x (n, max_prefix + distance + 2) long token ids, padded with ``PAD_ID``;
+        y (n,) long, 0 = singular ("is"), 1 = plural ("are"); the :func:`agreement_vocab`.
     """
     check_positive_int("n", n)
     check_positive_int("distance", distance, allow_zero=True)
+    check_positive_int("max_prefix", max_prefix, allow_zero=True)
     check_seed(seed)
     vocab = agreement_vocab()
+    stoi = vocab.stoi
     rng = random.Random(seed)
+    width = max_prefix + distance + 2
     rows, labels = [], []
     for _ in range(n):
+        prefix = [rng.choice(_AGR_OPENERS) for _ in range(rng.randint(0, max_prefix))] if max_prefix else []
         plural = rng.random() < 0.5
-        noun = rng.choice(list(_NOUNS))
+        noun = rng.choice(_AGR_NOUNS)
         attractor_plural = (not plural) if attractors else rng.random() < 0.5
-        words = ["the", noun + "s" if plural else noun] + _agreement_filler(rng, distance, attractor_plural)
-        rows.append(vocab.encode(words, strict=True))
+        words = prefix + ["the", noun + "s" if plural else noun] + _agreement_filler(rng, distance, attractor_plural)
+        ids = [stoi[w] for w in words]
+        rows.append(ids + [PAD_ID] * (width - len(ids)))
         labels.append(int(plural))
     return torch.tensor(rows, dtype=torch.long), torch.tensor(labels, dtype=torch.long), vocab
 
