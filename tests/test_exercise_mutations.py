@@ -759,6 +759,15 @@ def mha_head_loop(x, W_q, W_k, W_v, W_o, n_heads):
     return torch.cat(heads, -1) @ W_o
 
 
+@correct("07-multihead")
+def mha_einsum(x, W_q, W_k, W_v, W_o, n_heads):
+    b, t, d = x.shape
+    q, k, v = [torch.einsum("btd,de->bte", x, w).unflatten(-1, (n_heads, -1)) for w in (W_q, W_k, W_v)]
+    scores = torch.einsum("bqhe,bkhe->bhqk", q, k) / math.sqrt(d // n_heads)
+    out = torch.einsum("bhqk,bkhe->bqhe", torch.softmax(scores, -1), v)
+    return torch.einsum("bthe,hef->btf", out, W_o.view(n_heads, d // n_heads, d))
+
+
 @forbidden_torch("07-multihead")
 def mha_einsum_sdpa(x, W_q, W_k, W_v, W_o, n_heads):
     b, t, d = x.shape
@@ -852,6 +861,12 @@ def mha_one_head(x, W_q, W_k, W_v, W_o, n_heads):
 def ln_manual(x, gamma, beta, eps=1e-5):
     mu = x.mean(-1, keepdim=True)
     return (x - mu) / torch.sqrt(((x - mu) ** 2).mean(-1, keepdim=True) + eps) * gamma + beta
+
+
+@correct("08-layer-norm")
+def ln_rsqrt_centred(x, gamma, beta, eps=1e-5):
+    centred = x - x.sum(-1, keepdim=True) / x.shape[-1]
+    return centred * torch.rsqrt(centred.pow(2).sum(-1, keepdim=True) / x.shape[-1] + eps) * gamma + beta
 
 
 @forbidden_torch("08-layer-norm")
@@ -1313,6 +1328,11 @@ def swiglu_sum_instead_of_product(x, W1, W3, W2):
 @correct("13-rms-norm")
 def rms_manual(x, gain, eps=1e-6):
     return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * gain
+
+
+@correct("13-rms-norm")
+def rms_rsqrt_sum(x, gain, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) / x.shape[-1] + eps) * gain
 
 
 @forbidden_torch("13-rms-norm")
