@@ -412,6 +412,10 @@ def test_describe_shows_as_text():
     assert repr(text) == str(text) == pretty(text)
     with pytest.raises(KeyError, match="unknown exercise id 'nope'"):
         exercises.describe("nope")
+    # it states what the exercise forbids (issue 24 §3)
+    layer_norm = exercises.describe("08-layer-norm")
+    assert "No credit for calling:" in layer_norm and "`torch.nn.functional.layer_norm`" in layer_norm
+    assert "`tl.blocks.LayerNorm`" in layer_norm
 
 
 HINTS_THAT_HAND_OVER_THE_ANSWER = ("finfo", "masked_fill", "torch.", "use the last axis", "dim=-1")

@@ -59,14 +59,20 @@ class Description(str):
 
 
 def describe(exercise_id: str) -> str:
-    """The signature and contract of an exercise, as text that shows as such: ``tl.exercises.describe(id)`` at the
+    """The signature and contract of an exercise, and the functions whose use gets no credit, as text that shows as such: ``tl.exercises.describe(id)`` at the
     end of a notebook cell displays the signature and the contract line by line (``print`` it anywhere else).
 
     Raises:
         KeyError: naming the unknown id and the valid ones.
     """
     ex = _get(exercise_id)
-    return Description(f"{ex.signature}\n{textwrap.indent(ex.contract, '    ')}")
+    text = f"{ex.signature}\n{textwrap.indent(ex.contract, '    ')}"
+    banned = [_engine.display_name(q) for q in ex.forbidden if not q.rsplit(".", 1)[-1].startswith("_")]
+    banned += [q for q, _ in ex.forbidden_torch]
+    if banned:
+        text += "\nNo credit for calling: " + ", ".join(f"`{name}`" for name in dict.fromkeys(banned)) + \
+            " (the library's or torch's own version of this exercise)."
+    return Description(text)
 
 
 def starter_code(exercise_id: str) -> str:
