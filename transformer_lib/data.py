@@ -27,7 +27,7 @@ from .tasks import (AGREEMENT_VERBS, TRANSLATION_LEXICON, _generator, _QUERY_ID,
 from .tokenizers import (BOS, BOS_ID, EOS, EOS_ID, IGNORE_INDEX, PAD, PAD_ID, SPECIALS, UNK, UNK_ID,  # noqa: F401
                          BPETokenizer, CharTokenizer, Vocab, _check_text, pretokenize)
 
-__all__ = ["load_corpus", "lm_splits", "lm_batch", "lm_batches",
+__all__ = ["load_corpus", "lm_splits", "lm_batch", "lm_batches", "bigram_loss",
            "pad_sequences", "Seq2SeqBatch", "make_seq2seq_batch", "iterate_batches", "batches_by_length"]
 
 
@@ -235,3 +235,45 @@ def _lm_stream(data, batch_size, block_size, n_batches, g):
     while n_batches is None or k < n_batches:
         yield lm_batch(data, batch_size, block_size, g)
         k += 1
+
+
+def bigram_loss(train_ids: torch.Tensor, valid_ids: torch.Tensor, vocab_size: int,
+                alphas: Sequence[float] = (0.01, 0.1, 1.0)) -> float:
+    """The validation loss (nats per token) of the best add-α bigram model counted on the training ids.
+
+    The counted baseline a trained language model must beat before its verdicts mean anything (the adequacy rule
+    of :mod:`transformer_lib.ledger`): p(b | a) = (N(a, b) + α) / (N(a) + α·V), the best α of ``alphas`` chosen on
+    the validation ids (a choice that favours the baseline).
+
+    Args:
+        train_ids: (N,) token ids the counts come from.
+        valid_ids: (M,) token ids the loss is measured on, M ≥ 2.
+        vocab_size: V; every id must be in [0, V).
+        alphas: add-α smoothing constants to try, each > 0.
+
+    Returns:
+        float: the smallest validation cross-entropy over ``alphas``.
+    """
+    for name, ids, least in (("train_ids", train_ids, 2), ("valid_ids", valid_ids, 2)):
+        if not isinstance(ids, torch.Tensor) or ids.dim() != 1 or ids.dtype != torch.long:
+            raise TypeError(f"{name} must be a 1-D torch.long tensor, got "
+                            f"{type(ids).__name__}{'' if not isinstance(ids, torch.Tensor) else f' of dtype {ids.dtype} and shape {tuple(ids.shape)}'}")
+        if len(ids) < least:
+            raise ValueError(f"{name} must hold at least {least} ids, got {len(ids)}")
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1:
+        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
+    for name, ids in (("train_ids", train_ids), ("valid_ids", valid_ids)):
+        if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+            raise ValueError(f"{name} must lie in [0, vocab_size={vocab_size}), got ids from {int(ids.min())} "
+                             f"to {int(ids.max())}")
+    alphas = list(alphas)
+    if not alphas or any(isinstance(a, bool) or not isinstance(a, (int, float)) or not a > 0 for a in alphas):
+        raise ValueError(f"alphas must be a non-empty list of numbers > 0, got {alphas!r}")
+    counts = torch.zeros(vocab_size, vocab_size, dtype=torch.float64)
+    counts.index_put_((train_ids[:-1], train_ids[1:]), torch.ones(len(train_ids) - 1, dtype=torch.float64),
+                      accumulate=True)
+    losses = []
+    for a in alphas:
+        probs = (counts + a) / (counts.sum(1, keepdim=True) + a * vocab_size)
+        losses.append(-probs[valid_ids[:-1], valid_ids[1:]].log().mean().item())
+    return min(losses)
