@@ -322,25 +322,23 @@ def record_erratum(erratum_id: str, where: str, written: str, correct: str, evid
     return summary
 
 
-def find_errata(notebook: dict) -> List[str]:
-    """Erratum ids recorded in an executed notebook (parsed JSON), in order of appearance."""
+def _recorded_ids(notebook: dict, prefix: str, first_part: str) -> List[str]:
+    """Ids recorded under glue keys ``<prefix>_<id>_<first_part>`` in an executed notebook, in order."""
+    key_re = re.compile(rf"^{prefix}_(\d\d_[a-z0-9_]+)_{first_part}$")
     ids: List[str] = []
     for cell in notebook.get("cells", []):
         for out in cell.get("outputs", []):
-            key = out.get("metadata", {}).get("scrapbook", {}).get("name", "")
-            m = re.match(r"^erratum_(\d\d_[a-z0-9_]+)_where$", key)
+            m = key_re.match(out.get("metadata", {}).get("scrapbook", {}).get("name", ""))
             if m and m.group(1) not in ids:
                 ids.append(m.group(1))
     return ids
+
+
+def find_errata(notebook: dict) -> List[str]:
+    """Erratum ids recorded in an executed notebook (parsed JSON), in order of appearance."""
+    return _recorded_ids(notebook, "erratum", "where")
 
 
 def find_claims(notebook: dict) -> List[str]:
     """Claim ids recorded in an executed notebook (parsed JSON), in order of appearance."""
-    ids: List[str] = []
-    for cell in notebook.get("cells", []):
-        for out in cell.get("outputs", []):
-            key = out.get("metadata", {}).get("scrapbook", {}).get("name", "")
-            m = re.match(r"^claim_(\d\d_[a-z0-9_]+)_text$", key)
-            if m and m.group(1) not in ids:
-                ids.append(m.group(1))
-    return ids
+    return _recorded_ids(notebook, "claim", "text")
