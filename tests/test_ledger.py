@@ -96,6 +96,14 @@ def test_loss_flattened_measures_the_last_fifth():
     assert loss_flattened(rising, tolerance=0.01).passed
 
 
+def test_loss_flattened_fails_on_a_curve_too_short_to_tell():
+    """A run capped to a few steps (CI's quick run of the GPU branch) has one or two points: not flat, not judged."""
+    a = loss_flattened([4.2], tolerance=0.05)
+    assert not a.passed and a.measured == "1 point(s), too few to tell"
+    b = loss_flattened({"long": [3.0, 2.0, 1.9, 1.9, 1.9], "capped": [4.0, 3.9]}, tolerance=0.05)
+    assert not b.passed and b.measured == "2 point(s) (capped), too few to tell"
+
+
 def test_accuracy_saturated_and_combined():
     a = accuracy_saturated({"RNN": 0.97, "Transformer": 0.999}, threshold=0.95, what="validation accuracy")
     assert a.passed and str(a) == "✓ every model's validation accuracy ≥ 0.95: lowest 0.970 (RNN)"
@@ -108,7 +116,6 @@ def test_accuracy_saturated_and_combined():
     (lambda: beats_baseline({"a": "x"}, 2.0, 0.1), TypeError, r"losses\['a'\] must be a number, got str 'x'"),
     (lambda: beats_baseline([float("nan")], 2.0, 0.1), ValueError, "must be finite"),
     (lambda: beats_baseline([1.0], 2.0, -0.1), ValueError, "margin must be a finite number ≥ 0"),
-    (lambda: loss_flattened([1.0, 0.9], 0.01), ValueError, "at least 3 points, got 2"),
     (lambda: loss_flattened([1.0, 0.9, 0.8], 0.0), ValueError, "tolerance must be a finite number > 0"),
     (lambda: loss_flattened([1.0, 0.9, 0.8], 0.1, fraction=1.5), ValueError, r"fraction must be in \(0, 1\)"),
     (lambda: loss_flattened(3.0, 0.1), TypeError, "curves must be a list"),

@@ -161,7 +161,8 @@ def loss_flattened(curves: Union[Mapping[str, Sequence[float]], Sequence[float]]
         unit: the loss's unit in words.
 
     Returns:
-        Adequacy: passed when every curve's improvement is below ``tolerance``; ``measured`` names the largest.
+        Adequacy: passed when every curve's improvement is below ``tolerance``; ``measured`` names the largest. A
+        curve of fewer than 3 points (a run capped to a few steps) cannot show that it flattened: the check fails.
     """
     if isinstance(curves, Mapping):
         named = list(curves.items())
@@ -178,8 +179,9 @@ def loss_flattened(curves: Union[Mapping[str, Sequence[float]], Sequence[float]]
     worst_name, worst = "", -math.inf
     for name, curve in named:
         values = [v for _, v in _named_values(list(curve), f"curves[{name!r}]" if name else "curves")]
-        if len(values) < 3:
-            raise ValueError(f"curves{f'[{name!r}]' if name else ''} must have at least 3 points, got {len(values)}")
+        if len(values) < 3:                        # too short to tell a plateau from a slope: the check fails
+            return Adequacy(f"the last {fraction:.0%} of training improves the loss by < {tolerance:g} {unit}",
+                            f"{len(values)} point(s){f' ({name})' if name else ''}, too few to tell", False)
         start = min(len(values) - 2, int(math.floor((len(values) - 1) * (1 - fraction))))
         improvement = values[start] - min(values[start + 1:])
         if improvement > worst:
