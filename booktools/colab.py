@@ -639,6 +639,54 @@ def top_cell(chapter: Chapter, title: str, config: dict) -> str:
     ])
 
 
+def _colab_code_cell(cell, gated: list):
+    """A code cell of the Colab edition: the test harness stays in the book's copy; solution code in form view."""
+    new = copy.deepcopy(cell)
+    new.source = nbt.reader_source(nbt.cell_source(cell))
+    if gated[0] == "solution" or "solution" in nbt.cell_tags(cell):
+        new.metadata["cellView"] = "form"
+        new.source = f"{FORM_TITLE}\n{new.source}"
+    return new
+
+
+def convert_cells(chapter: Chapter, converter: "Converter", cells, code_cell) -> tuple[list, list]:
+    """The cells of an edition after its title and set-up cells: the set-up cell and other ``remove-cell`` cells
+    dropped, each code cell made by ``code_cell(cell, gated)``, each markdown cell converted to plain Markdown
+    (the first level-one heading dropped). Shared by the Colab edition and the student edition.
+
+    Returns:
+        (the new cells, the gate state: ``['plain']`` unless a solution was left open).
+    """
+    import nbformat
+
+    out, gated, dropped_h1 = [], ["plain"], False
+    for index, cell in enumerate(cells):
+        chapter.where = f"cell {index}"
+        if cell.cell_type == "code":
+            if nbt.is_bootstrap_cell(cell) or nbt.BOOTSTRAP_TAG in nbt.cell_tags(cell):
+                continue  # the set-up cell is the edition's own template; other remove-cell cells are the book's
+            out.append(code_cell(cell, gated))
+            continue
+        if cell.cell_type != "markdown":
+            out.append(copy.deepcopy(cell))
+            continue
+        if nbt.BOOTSTRAP_TAG in nbt.cell_tags(cell):
+            continue
+        chapter.attachments = {}
+        source = nbt.cell_source(cell)
+        if not dropped_h1 and re.search(r"^# ", source, re.MULTILINE):
+            source, dropped_h1 = _drop_first_h1(source), True
+        text = converter.markdown_cell(source, gated)
+        if not text.strip():
+            continue
+        new = nbformat.v4.new_markdown_cell(text, id=cell.get("id") or f"md-{index}")
+        attachments = {**(cell.get("attachments") or {}), **chapter.attachments}
+        if attachments:
+            new["attachments"] = attachments
+        out.append(new)
+    return out, gated
+
+
 def convert_chapter(path: Path, config: dict | None = None):
     """The Colab edition of one chapter notebook, as an nbformat node."""
     import nbformat
@@ -655,37 +703,8 @@ def convert_chapter(path: Path, config: dict | None = None):
     cells = [nbformat.v4.new_markdown_cell(top_cell(chapter, title_text, config), id="colab-title"),
              nbformat.v4.new_code_cell(nbt.bootstrap_source(nbt.repository_url(config)), id="colab-setup",
                                        metadata={"tags": [nbt.BOOTSTRAP_TAG]})]
-    gated = ["plain"]
-    dropped_h1 = False
-    for index, cell in enumerate(nb.cells):
-        chapter.where = f"cell {index}"
-        if cell.cell_type == "code":
-            if nbt.is_bootstrap_cell(cell) or nbt.BOOTSTRAP_TAG in nbt.cell_tags(cell):
-                continue  # the set-up cell is the template above; other remove-cell cells are the book's
-            new = copy.deepcopy(cell)
-            new.source = nbt.reader_source(nbt.cell_source(cell))     # the test harness stays in the book's copy
-            if gated[0] == "solution" or "solution" in nbt.cell_tags(cell):
-                new.metadata["cellView"] = "form"
-                new.source = f"{FORM_TITLE}\n{new.source}"
-            cells.append(new)
-            continue
-        if cell.cell_type != "markdown":
-            cells.append(copy.deepcopy(cell))
-            continue
-        if nbt.BOOTSTRAP_TAG in nbt.cell_tags(cell):
-            continue
-        chapter.attachments = {}
-        source = nbt.cell_source(cell)
-        if not dropped_h1 and re.search(r"^# ", source, re.MULTILINE):
-            source, dropped_h1 = _drop_first_h1(source), True
-        text = converter.markdown_cell(source, gated)
-        if not text.strip():
-            continue
-        new = nbformat.v4.new_markdown_cell(text, id=cell.get("id") or f"md-{index}")
-        attachments = {**(cell.get("attachments") or {}), **chapter.attachments}
-        if attachments:
-            new["attachments"] = attachments
-        cells.append(new)
+    body, gated = convert_cells(chapter, converter, nb.cells, code_cell=_colab_code_cell)
+    cells += body
     if gated[0] != "plain":
         raise ConversionError(f"{nbt.relative(path)}: a {{solution-start}} has no {{solution-end}}")
 

@@ -295,6 +295,13 @@ def student_top_cell(number: int, title: str, page: str, config: dict, course: d
 
 
 
+def _reader_code_cell(cell, gated: list):
+    """A code cell of the student notebook: as the book's, without the test harness lines."""
+    new = copy.deepcopy(cell)
+    new.source = notebooks.reader_source(notebooks.cell_source(cell))
+    return new
+
+
 def reader_notebook(chapter: Path, original, student, book_url: str, course: dict | None = None,
                     config: dict | None = None, docname: str | None = None):
     """The student notebook ``student`` (solutions already removed) as it reads in Jupyter or Colab: its markdown
@@ -316,34 +323,8 @@ def reader_notebook(chapter: Path, original, student, book_url: str, course: dic
                                            id="student-title"),
              nbformat.v4.new_code_cell(ek.pinned_setup_source(course["ref"] if course else None),
                                        id="student-setup", metadata={"tags": [notebooks.BOOTSTRAP_TAG]})]
-    gated = ["plain"]
-    dropped_h1 = False
-    for index, cell in enumerate(student.cells):
-        chapter_info.where = f"cell {index}"
-        if cell.cell_type == "code":
-            if notebooks.is_bootstrap_cell(cell) or notebooks.BOOTSTRAP_TAG in notebooks.cell_tags(cell):
-                continue  # the set-up cell is the pinned template above
-            new = copy.deepcopy(cell)
-            new.source = notebooks.reader_source(notebooks.cell_source(cell))
-            cells.append(new)
-            continue
-        if cell.cell_type != "markdown":
-            cells.append(copy.deepcopy(cell))
-            continue
-        if notebooks.BOOTSTRAP_TAG in notebooks.cell_tags(cell):
-            continue
-        chapter_info.attachments = {}
-        source = notebooks.cell_source(cell)
-        if not dropped_h1 and re.search(r"^# ", source, re.MULTILINE):
-            source, dropped_h1 = colab._drop_first_h1(source), True
-        text = converter.markdown_cell(source, gated)
-        if not text.strip():
-            continue
-        new = nbformat.v4.new_markdown_cell(text, id=cell.get("id") or f"md-{index}")
-        attachments = {**(cell.get("attachments") or {}), **chapter_info.attachments}
-        if attachments:
-            new["attachments"] = attachments
-        cells.append(new)
+    body, _ = colab.convert_cells(chapter_info, converter, student.cells, code_cell=_reader_code_cell)
+    cells += body
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata = copy.deepcopy(student.metadata)
     nb.metadata["colab"] = {"provenance": [], "toc_visible": True}
