@@ -31,8 +31,8 @@ process those library functions are tripwires that report the call and raise.
 **Output** (default: ``_build/grades/``, which git ignores). ``--out`` (long form, the class record):
 ``student_id, student_file, exercise_id, passed, points, late, message``, one row per notebook and exercise (an
 unreadable notebook, or one without an autograded exercise, gets one row with an empty exercise id and the reason).
-Grading again merges into it: the rows of every student graded now replace that student's earlier rows (``--fresh``
-starts anew); a folder of one student's notebooks is graded under that student's id (``--student``, or the folder's
+Grading again merges into it: a student's exercise graded now replaces that exercise's earlier rows, and the
+student's other exercises keep theirs (``--fresh`` starts anew); a folder of one student's notebooks is graded under that student's id (``--student``, or the folder's
 name when the record knows it). ``--gradebook`` (default ``gradebook.csv`` next to ``--out``): one row per student
 (of the record and of ``--roster``: a student who submitted nothing has 0), a column per exercise with its points
 (a student's best notebook counts), laid out for ``--lms``: *generic* (``student_id``, the exercises, ``total``),
@@ -344,6 +344,7 @@ def grade_exercise(nb: Notebook, item: dict, key: str, timeout: int, memory_gb: 
             "snippets": nb.snippets, "timeout": timeout, "memory_gb": memory_gb}
     run = run_sandbox(workdir, spec, cases, timeout)
     findings += [engine.call_finding(ex, str(e.get("name"))) for e in run["events"] if e.get("event") == "forbidden"]
+    findings = engine.distinct_findings(findings)
 
     def verdict(passed: bool, message: str) -> dict:
         return {"exercise_id": ex_id, "passed": passed, "message": message}
@@ -643,10 +644,24 @@ def read_record(path: Path) -> list[dict]:
         return [{k: r.get(k, "") for k in COLUMNS} for r in reader]
 
 
+def _record_key(row: dict) -> tuple[str, str]:
+    """What a row grades: a student's exercise, or (a row without an exercise: an unreadable notebook, one without
+    any autograded exercise) a student's file."""
+    exercise = row.get("exercise_id") or ""
+    return str(row["student_id"]), exercise if exercise else "file:" + str(row.get("student_file", ""))
+
+
+def _quoted_file(text: str) -> str:
+    """The file of a report line ``"<id>: `<file>`…"``."""
+    match = re.search(r"`([^`]+)`", text)
+    return match[1] if match else ""
+
+
 def merge_record(earlier: list[dict], new: list[dict]) -> list[dict]:
-    """The class record after a (re)grading: every row of the students graded now replaced by the new rows."""
-    regraded = {r["student_id"] for r in new}
-    return [r for r in earlier if r["student_id"] not in regraded] + new
+    """The class record after a (re)grading: each earlier row of a student's exercise graded now is replaced by the
+    new row; the student's other exercises (another chapter, handed in earlier) keep their rows."""
+    regraded = {_record_key(r) for r in new}
+    return [r for r in earlier if _record_key(r) not in regraded] + new
 
 
 def tampering(cells: list[dict]) -> list[str]:
@@ -1031,27 +1046,36 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"student_id": sid, "student_file": rel.as_posix(), "exercise_id": row["exercise_id"],
                          "passed": passed, "points": _number(value), "late": who["late"], "message": message})
     record = merge_record(earlier, rows)
-    # What the report lists, kept with the record (findings.json) and merged the same way: a regrade replaces the
-    # regraded students' items and keeps the others'.
+    # What the report lists, kept with the record (findings.json) as [student, file, item] and merged the same way:
+    # an item of a file graded now is replaced by this run's; an earlier item stays while its file still has rows in
+    # the record (a late chapter 6 file stays listed when the student's chapter 8 is regraded).
     findings_path = args.out.with_name("findings.json")
-    items = {"late": [(s_, t) for s_, t in ((t.split(":", 1)[0], t) for t in late_files)],
-             "cheats": [(c[0], list(c)) for c in cheats], "copies": [(c[0], list(c)) for c in copies],
-             "unreadable": [(u.split(":", 1)[0], u) for u in unreadable]}
-    regraded = {r["student_id"] for r in rows}
+    items = {"late": [(t.split(":", 1)[0], _quoted_file(t), t) for t in late_files],
+             "cheats": [(c[0], c[1], list(c)) for c in cheats], "copies": [(c[0], c[1], list(c)) for c in copies],
+             "unreadable": [(u.split(":", 1)[0], _quoted_file(u), u) for u in unreadable]}
+    graded_now = {(str(r["student_id"]), str(r["student_file"])) for r in rows}
+    in_record = {(str(r["student_id"]), str(r["student_file"])) for r in record}
     if earlier and findings_path.is_file():
         try:
             stored = json.loads(findings_path.read_text(encoding="utf-8"))
         except ValueError:
             stored = {}
+        regraded = {sid for sid, _ in graded_now}
         for kind in items:
-            kept = [(sid, value) for sid, value in stored.get(kind, []) if sid not in regraded]
+            kept = []
+            for entry in stored.get(kind, []):
+                if len(entry) == 2:              # written before files were kept: a regraded student's are dropped
+                    if entry[0] not in regraded:
+                        kept.append((entry[0], "", entry[1]))
+                elif (entry[0], entry[1]) not in graded_now and (entry[0], entry[1]) in in_record:
+                    kept.append(tuple(entry))
             items[kind] = kept + items[kind]
     findings_path.parent.mkdir(parents=True, exist_ok=True)
     findings_path.write_text(json.dumps(items, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    late_files = [value for _, value in items["late"]]
-    cheats = [tuple(value) for _, value in items["cheats"]]
-    copies = [tuple(value) for _, value in items["copies"]]
-    unreadable = [value for _, value in items["unreadable"]]
+    late_files = [value for _, _, value in items["late"]]
+    cheats = [tuple(value) for _, _, value in items["cheats"]]
+    copies = [tuple(value) for _, _, value in items["copies"]]
+    unreadable = [value for _, _, value in items["unreadable"]]
     if earlier:
         print(f"grade: merged with {len(record) - len(rows)} earlier row(s) of {args.out} (--fresh starts anew)",
               file=sys.stderr)

@@ -150,6 +150,34 @@ def test_record_merge_replaces_a_regraded_student():
     assert grade.merge_record(earlier, new) == [earlier[1], new[0]]
 
 
+def test_record_merge_keeps_the_exercises_not_regraded():
+    """A corrected chapter 8 handed in later replaces the chapter 8 row only: the student's chapter 6 grades stay,
+    and so does an unreadable file of another chapter; an unreadable file graded again is replaced."""
+    ch6 = {"student_id": "a", "student_file": "a/06.ipynb", "exercise_id": "06-causal-mask", "points": "0.9"}
+    ch8 = {"student_id": "a", "student_file": "a/08.ipynb", "exercise_id": "08-layer-norm", "points": "0"}
+    broken = {"student_id": "a", "student_file": "a/13.ipynb", "exercise_id": "", "points": "0"}
+    other = {"student_id": "b", "student_file": "b/08.ipynb", "exercise_id": "08-layer-norm", "points": "1"}
+    ch8_again = {"student_id": "a", "student_file": "a/08_v2.ipynb", "exercise_id": "08-layer-norm", "points": 1}
+    assert grade.merge_record([ch6, ch8, broken, other], [ch8_again]) == [ch6, broken, other, ch8_again]
+    fixed = {"student_id": "a", "student_file": "a/13.ipynb", "exercise_id": "", "points": 0}
+    assert grade.merge_record([ch6, broken], [fixed]) == [ch6, fixed]
+
+
+def test_a_forbidden_call_is_reported_once():
+    """Read in the source under an alias and caught again at run time, one call is one finding and one clause."""
+    from transformer_lib import _exercise_engine as engine
+    from transformer_lib.exercises import EXERCISES
+
+    why = "which normalises in one call"
+    findings = [f"it calls `F.layer_norm` (torch.nn.functional.layer_norm), {why}",
+                f"it calls `torch.nn.functional.layer_norm`, {why}",
+                "it calls `tl.LayerNorm` (transformer_lib.blocks.LayerNorm), which is the library's answer"]
+    assert engine.distinct_findings(findings) == [findings[0], findings[2]]
+    message = engine.no_credit(EXERCISES["08-layer-norm"], findings).message
+    assert message.count("layer_norm`") == 1 and "transformer_lib.blocks.LayerNorm" in message
+    assert "torch's" in message
+
+
 def test_tampering_is_listed():
     cells = [{"number": 3, "source": "tl.exercises.check = lambda *a: None\ntorch.Tensor.__eq__ = f\n"
                                      "setattr(torch, 'allclose', g)\nx = 1\nself_value = 2"}]
@@ -280,3 +308,25 @@ def test_grader_enforces_forbidden_torch_calls(tmp_path):
     assert "normalises in one call" in message
     report = out.with_name("report.md").read_text(encoding="utf-8")
     assert "cheat, `cheat.ipynb`: 08-layer-norm: it calls" in report
+
+
+@pytest.mark.slow
+def test_regrading_one_chapter_keeps_the_others(tmp_path):
+    """A student whose late chapter 6 was graded hands in chapter 8 later: grading that file adds the chapter 8 row
+    and keeps the chapter 6 grade (with its late penalty) and its line in the report."""
+    subs, later, out = tmp_path / "subs", tmp_path / "later", tmp_path / "grades" / "grades.csv"
+    write(notebook((RIGHT, ["starter", "ex-06-causal-mask"]), CHECK_CAUSAL),
+          subs / "jonesbob_LATE_102_9002_06_minimal_architecture.ipynb")
+    own = ('def layer_norm(x, gamma, beta, eps=1e-5):\n    mu = x.mean(-1, keepdim=True)\n'
+           '    var = ((x - mu) ** 2).mean(-1, keepdim=True)\n    return (x - mu) / torch.sqrt(var + eps) * gamma + beta\n')
+    write(notebook((own, ["starter", "ex-08-layer-norm"]), 'tl.exercises.check("08-layer-norm", layer_norm)'),
+          later / "jonesbob_102_9012_08_training_tricks.ipynb")
+    common = ["--out", str(out), "--lms", "canvas", "--late-penalty", "0.2", "--timeout", "20"]
+    for folder in (subs, later):
+        proc = run_grade(str(folder), *common)
+        assert proc.returncode == 0, proc.stderr
+    record = list(csv.DictReader(out.read_text(encoding="utf-8-sig").splitlines()))
+    assert {r["exercise_id"]: (r["points"], r["late"]) for r in record if r["student_id"] == "102"} == {
+        "06-causal-mask": ("0.8", "True"), "08-layer-norm": ("1", "False")}
+    assert "jonesbob_LATE_102_9002_06_minimal_architecture.ipynb" in out.with_name("report.md").read_text(
+        encoding="utf-8")

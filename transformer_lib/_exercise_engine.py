@@ -295,19 +295,36 @@ def passed(ex, total: int) -> CheckResult:
     return CheckResult(ex.id, True, f"✓ {ex.id}: all {total} cases pass.", total)
 
 
+def distinct_findings(findings: Sequence[str]) -> List[str]:
+    """The findings without repeats. A call read in the source ("it calls `F.layer_norm`
+    (torch.nn.functional.layer_norm), which …") and the same call caught at run time ("it calls
+    `torch.nn.functional.layer_norm`, which …") are one finding: the first is kept."""
+    kept, seen = [], set()
+    for finding in dict.fromkeys(findings):
+        match = re.match(r"^it calls (?P<what>.+?), which ", finding)
+        if match:
+            qualified = re.search(r"\((?P<q>[\w.]+)\)$", match["what"]) or re.search(r"(?P<q>[\w.]+)", match["what"])
+            if qualified["q"] in seen:
+                continue
+            seen.add(qualified["q"])
+        kept.append(finding)
+    return kept
+
+
 def no_credit(ex, findings: Sequence[str]) -> CheckResult:
     """The verdict of a submission that uses the library's answer, a torch function that does the whole exercise,
     the reference, or code the grader cannot read."""
     grouped: Dict[str, List[str]] = {}   # "it calls X, which WHY": one sentence per reason
-    for finding in dict.fromkeys(findings):
+    for finding in distinct_findings(findings):
         match = re.match(r"^it calls (?P<what>.+?), which (?P<why>.+)$", finding)
         if match:
             grouped.setdefault(f"which {match['why']}", []).append(match["what"])
         else:
             grouped.setdefault(finding, [])
     listed = "; ".join(f"it calls {' and '.join(names)}, {key}" if names else key for key, names in grouped.items())
-    return CheckResult(ex.id, False, f"✗ {ex.id}: no credit — {listed}. Write the function yourself with torch "
-                                     "operations; the library's own version of this exercise is not allowed.", 0)
+    return CheckResult(ex.id, False, f"✗ {ex.id}: no credit — {listed}. Write the function yourself from torch "
+                                     "operations: a call that does the whole exercise (the library's answer, or "
+                                     "torch's) earns no credit.", 0)
 
 
 def guarded_names(ex) -> Tuple[str, ...]:
