@@ -32,8 +32,8 @@ process those library functions are tripwires that report the call and raise.
 ``student_id, student_file, exercise_id, passed, points, late, message``, one row per notebook and exercise (an
 unreadable notebook, or one without an autograded exercise, gets one row with an empty exercise id and the reason).
 Grading again merges into it: a student's exercise graded now replaces that exercise's earlier rows, and the
-student's other exercises keep theirs (``--fresh`` starts anew); a folder of one student's notebooks is graded under that student's id (``--student``, or the folder's
-name when the record knows it). ``--gradebook`` (default ``gradebook.csv`` next to ``--out``): one row per student
+student's other exercises keep theirs (``--fresh`` starts anew); a folder of one student's notebooks is graded under
+that student's id (``--student``, or the folder's name when the record knows it). ``--gradebook`` (default ``gradebook.csv`` next to ``--out``): one row per student
 (of the record and of ``--roster``: a student who submitted nothing has 0), a column per exercise with its points
 (a student's best notebook counts), laid out for ``--lms``: *generic* (``student_id``, the exercises, ``total``),
 *canvas* (``Student, ID, SIS User ID, SIS Login ID, Section``, a *Points Possible* row, a column per exercise; ``ID``
@@ -651,12 +651,6 @@ def _record_key(row: dict) -> tuple[str, str]:
     return str(row["student_id"]), exercise if exercise else "file:" + str(row.get("student_file", ""))
 
 
-def _quoted_file(text: str) -> str:
-    """The file of a report line ``"<id>: `<file>`…"``."""
-    match = re.search(r"`([^`]+)`", text)
-    return match[1] if match else ""
-
-
 def merge_record(earlier: list[dict], new: list[dict]) -> list[dict]:
     """The class record after a (re)grading: each earlier row of a student's exercise graded now is replaced by the
     new row; the student's other exercises (another chapter, handed in earlier) keep their rows."""
@@ -1017,7 +1011,8 @@ def main(argv: list[str] | None = None) -> int:
         if who["name"]:
             names.setdefault(sid, who["name"])
         if who["late"]:
-            late_files.append(f"{sid}: `{rel.as_posix()}`" + (f" (−{args.late_penalty:.0%})" if args.late_penalty else ""))
+            late_files.append((sid, rel.as_posix(), f"{sid}: `{rel.as_posix()}`"
+                               + (f" (−{args.late_penalty:.0%})" if args.late_penalty else "")))
         try:
             cells = read_cells(path)
         except Unreadable:
@@ -1028,7 +1023,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in results:
             if row.pop("unreadable", False):
                 print(f"grade: {rel.as_posix()}: {row['message']}", file=sys.stderr)
-                unreadable.append(f"{sid}: `{rel.as_posix()}`: {row['message']}")
+                unreadable.append((sid, rel.as_posix(), f"{sid}: `{rel.as_posix()}`: {row['message']}"))
             for finding in row.pop("findings", []):
                 cheats.append((sid, rel.as_posix(), f"{row['exercise_id']}: {finding}"))
             passed = bool(row["passed"])
@@ -1050,9 +1045,8 @@ def main(argv: list[str] | None = None) -> int:
     # an item of a file graded now is replaced by this run's; an earlier item stays while its file still has rows in
     # the record (a late chapter 6 file stays listed when the student's chapter 8 is regraded).
     findings_path = args.out.with_name("findings.json")
-    items = {"late": [(t.split(":", 1)[0], _quoted_file(t), t) for t in late_files],
-             "cheats": [(c[0], c[1], list(c)) for c in cheats], "copies": [(c[0], c[1], list(c)) for c in copies],
-             "unreadable": [(u.split(":", 1)[0], _quoted_file(u), u) for u in unreadable]}
+    items = {"late": late_files, "cheats": [(c[0], c[1], list(c)) for c in cheats],
+             "copies": [(c[0], c[1], list(c)) for c in copies], "unreadable": unreadable}
     graded_now = {(str(r["student_id"]), str(r["student_file"])) for r in rows}
     in_record = {(str(r["student_id"]), str(r["student_file"])) for r in record}
     if earlier and findings_path.is_file():
@@ -1060,15 +1054,9 @@ def main(argv: list[str] | None = None) -> int:
             stored = json.loads(findings_path.read_text(encoding="utf-8"))
         except ValueError:
             stored = {}
-        regraded = {sid for sid, _ in graded_now}
         for kind in items:
-            kept = []
-            for entry in stored.get(kind, []):
-                if len(entry) == 2:              # written before files were kept: a regraded student's are dropped
-                    if entry[0] not in regraded:
-                        kept.append((entry[0], "", entry[1]))
-                elif (entry[0], entry[1]) not in graded_now and (entry[0], entry[1]) in in_record:
-                    kept.append(tuple(entry))
+            kept = [tuple(e) for e in stored.get(kind, [])
+                    if (e[0], e[1]) not in graded_now and (e[0], e[1]) in in_record]
             items[kind] = kept + items[kind]
     findings_path.parent.mkdir(parents=True, exist_ok=True)
     findings_path.write_text(json.dumps(items, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
