@@ -640,12 +640,15 @@ def top_cell(chapter: Chapter, title: str, config: dict) -> str:
 
 
 def _colab_code_cell(cell, gated: list):
-    """A code cell of the Colab edition: the test harness stays in the book's copy; solution code in form view."""
+    """A code cell of the Colab edition: the test harness stays in the book's copy; solution code and the checks
+    cells (``hide-input``) in form view."""
     new = copy.deepcopy(cell)
     new.source = nbt.reader_source(nbt.cell_source(cell))
     if gated[0] == "solution" or "solution" in nbt.cell_tags(cell):
         new.metadata["cellView"] = "form"
         new.source = f"{FORM_TITLE}\n{new.source}"
+    else:
+        nbt.fold_checks(new)
     return new
 
 

@@ -66,6 +66,27 @@ if "google.colab" in sys.modules:
 HARNESS_LINE = re.compile(r"^[ \t]*#[ \t]*nbval-tolerance\b.*$")
 
 
+#: Tag of a code cell that holds a chapter's checks rather than its experiment: the figures the prose quotes
+#: (glue), the verdict rule and the claims-ledger record. The cell runs everywhere and nbval compares it; the HTML
+#: book folds its input (myst-nb's ``hide-input``), the Colab and student editions show it in Colab's form view.
+CHECKS_TAG = "hide-input"
+
+
+def checks_form_title(source: str) -> str:
+    """The Colab form title of a checks cell (:data:`CHECKS_TAG`): what the folded code does."""
+    if re.search(r"\brecord_(claim|erratum)\(", source):
+        return "# @title Checks: the verdict for the claims ledger and the figures the text quotes"
+    return "# @title Checks: the figures the text quotes"
+
+
+def fold_checks(cell) -> None:
+    """Put a checks cell (:data:`CHECKS_TAG`) of an edition in Colab's form view, under its title; other cells are
+    left as they are. The cell must already hold its reader source."""
+    if CHECKS_TAG in cell_tags(cell):
+        cell.metadata["cellView"] = "form"
+        cell.source = f"{checks_form_title(cell.source)}\n{cell.source}"
+
+
 def reader_source(source: str) -> str:
     """A code cell's source as a reader sees it: the harness lines (:data:`HARNESS_LINE`) removed, with the
     blank lines they leave at the top of the cell."""

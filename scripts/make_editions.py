@@ -296,9 +296,11 @@ def student_top_cell(number: int, title: str, page: str, config: dict, course: d
 
 
 def _reader_code_cell(cell, gated: list):
-    """A code cell of the student notebook: as the book's, without the test harness lines."""
+    """A code cell of the student notebook: as the book's, without the test harness lines; a checks cell in
+    Colab's form view, as in the Colab edition."""
     new = copy.deepcopy(cell)
     new.source = notebooks.reader_source(notebooks.cell_source(cell))
+    notebooks.fold_checks(new)
     return new
 
 

@@ -44,8 +44,12 @@ SEED = 0
 torch.manual_seed(SEED)
 print(f"device: {DEVICE}, settings: {SETTINGS}")'''
 
-GLUE_CELL = '''\
+EXPERIMENT_CELL = '''\
 x = torch.randn(1000, generator=torch.Generator().manual_seed(SEED))
+print(f"standard deviation of the sample: {x.std().item():.2f}")'''
+
+# The checks cell (tagged hide-input: the book folds it, the editions show it in Colab's form view).
+GLUE_CELL = '''\
 glue("example_std", f"{x.std().item():.2f}", display=False)  # quoted as {glue:text}`example_std`'''
 
 WIDGET_CELL = '''\
@@ -71,7 +75,8 @@ def skeleton(stem: str, title: str) -> nbformat.NotebookNode:
         new_code_cell(CONFIG_CELL),
         new_markdown_cell("## First section\n\nThe sample's standard deviation is "
                           "{glue:text}`example_std`."),
-        new_code_cell(GLUE_CELL),
+        new_code_cell(EXPERIMENT_CELL),
+        new_code_cell(GLUE_CELL, metadata={"tags": [notebooks.CHECKS_TAG]}),
         new_code_cell(WIDGET_CELL, metadata={"tags": ["nbval-ignore-output"]}),
         new_markdown_cell(
             "## Exercises\n\n"

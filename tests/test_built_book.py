@@ -117,6 +117,21 @@ def test_chapter_hides_test_harness(chapter):
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_chapter_folds_checks_cells(chapter):
+    """Every checks cell (glued figures, verdict rules, the claims ledger) shows its output, its code folded
+    behind a toggle (myst-nb's hide-input); no other cell is folded."""
+    nb = nbformat.read(chapter, as_version=4)
+    expected = [c for c in nb.cells if c.cell_type == "code" and notebooks.CHECKS_TAG in notebooks.cell_tags(c)]
+    folded = soup(page(chapter)).select(f"div.cell.tag_{notebooks.CHECKS_TAG}")
+    assert len(folded) == len(expected), (
+        f"{notebooks.relative(chapter)}: {len(expected)} checks cells, {len(folded)} folded in the HTML")
+    for cell in folded:
+        toggle = cell.find("details", class_="above-input")
+        assert toggle is not None and toggle.select_one(".cell_input") is not None, str(cell)[:300]
+        assert cell.find("summary") is not None and "Show code cell source" in cell.find("summary").get_text()
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
 def test_chapter_exercises_rendered(chapter):
     document = soup(page(chapter))
     exercises = document.select("div.exercise")

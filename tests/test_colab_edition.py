@@ -107,7 +107,10 @@ def test_code_cells_and_outputs_kept(chapter):
     copied = [c for c in edition(chapter).cells if c.cell_type == "code"][1:]
     assert len(copied) == len(kept)
     for original, copy in zip(kept, copied):
-        assert copy.source.removeprefix(colab.FORM_TITLE + "\n") == notebooks.reader_source(original.source)
+        shown = notebooks.reader_source(original.source)
+        if notebooks.CHECKS_TAG in notebooks.cell_tags(original) and not copy.source.startswith(colab.FORM_TITLE):
+            shown = notebooks.checks_form_title(shown) + "\n" + shown   # a checks cell outside a solution
+        assert copy.source.removeprefix(colab.FORM_TITLE + "\n") == shown
         assert copy.outputs == original.outputs
 
 
@@ -118,6 +121,36 @@ def test_test_harness_is_out_of_sight(chapter):
     for cell in edition(chapter).cells:
         if cell.cell_type == "code":
             assert "nbval-tolerance" not in cell.source, cell.source[:200]
+
+
+HARNESS_CALL = re.compile(r"\b(glue|glue_text|record_claim|record_erratum)\(")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
+def test_checks_cells_are_folded(chapter):
+    """What a chapter computes only for its prose and its ledger (glued figures, verdict rules, the claims
+    ledger) sits in checks cells: the book folds their code, the Colab edition shows them in form view under a
+    title that says what they do, and every other cell is the experiment a reader follows."""
+    source = notebooks.read_notebook(chapter)
+    shown = [c for c in source.cells if c.cell_type == "code" and notebooks.BOOTSTRAP_TAG not in notebooks.cell_tags(c)
+             and "solution" not in notebooks.cell_tags(c)]
+    visible = [c for c in shown if notebooks.CHECKS_TAG not in notebooks.cell_tags(c)]
+    leaks = [c.source.split("\n")[0][:80] for c in visible if HARNESS_CALL.search(c.source)]
+    assert not leaks, f"cells that glue or record a claim without the {notebooks.CHECKS_TAG!r} tag: {leaks}"
+    checks = [c for c in shown if notebooks.CHECKS_TAG in notebooks.cell_tags(c)]
+    copied = {c.source.split("\n", 1)[1]: c for c in edition(chapter).cells
+              if c.cell_type == "code" and c.metadata.get("cellView") == "form"}
+    for cell in checks:
+        copy = copied.get(notebooks.reader_source(cell.source))
+        assert copy is not None, f"checks cell not folded in the Colab edition: {cell.source[:120]}"
+        title = copy.source.split("\n")[0]
+        # inside a solution, the cell folds with the solution's code under the solution's title
+        assert title in (notebooks.checks_form_title(cell.source), colab.FORM_TITLE), title
+
+
+def test_checks_form_title_says_what_the_cell_does():
+    assert "claims ledger" in notebooks.checks_form_title('_ = record_claim("01_x", "c", "v", "confirmed")')
+    assert "claims ledger" not in notebooks.checks_form_title('glue_text("c01_n", "3")')
 
 
 def test_reader_source_removes_only_the_harness():
@@ -137,7 +170,8 @@ def test_exercises_and_folded_solutions(chapter):
     assert text.count("<details>") == text.count("</details>")
     source = notebooks.read_notebook(chapter)
     solution_code = [c for c in source.cells if "solution" in notebooks.cell_tags(c)]
-    folded = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("cellView") == "form"]
+    folded = [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("cellView") == "form"
+              and not c.source.startswith("# @title Checks")]
     assert len(folded) >= len(solution_code)
     for cell in folded:
         assert cell.source.startswith(colab.FORM_TITLE + "\n")

@@ -2,7 +2,7 @@ import pytest
 
 from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, Adequacy, Text, accuracy_saturated,
                                     adequacy_key, beats_baseline, claim_keys, claim_label, find_claims,
-                                    loss_flattened, record_claim)
+                                    loss_flattened, mean_sd, record_claim, welch_t)
 
 
 def test_record_claim_summary_without_glue(capsys):
@@ -145,3 +145,25 @@ def test_record_erratum_glues_four_parts(monkeypatch, capsys):
         record_erratum("08_x", "slide", " ", "y", "z", glue=False)
     with pytest.raises(ValueError, match="erratum_id must look like"):
         record_erratum("8_x", "slide", "x", "y", "z", glue=False)
+
+
+def test_mean_sd_is_the_sample_statistic():
+    assert mean_sd([1.0, 2.0, 3.0]) == (2.0, 1.0)
+    assert mean_sd((x for x in [4.0])) == (4.0, 0.0)
+
+
+def test_welch_t():
+    # means 2 and 5, sample variances 1 and 1, n = 3 each: t = -3 / sqrt(2/3)
+    assert welch_t([1, 2, 3], [4, 5, 6]) == pytest.approx(-3 / (2 / 3) ** 0.5)
+    assert welch_t([1, 1], [1, 1]) == 0.0
+    assert welch_t([2, 2], [1, 1]) == float("inf") and welch_t([1, 1], [2, 2]) == float("-inf")
+
+
+@pytest.mark.parametrize("a, b, error, match", [
+    ([], [1.0], ValueError, "values must hold at least one value"),
+    ([1.0, float("nan")], [1.0], ValueError, r"values\['#1'\] must be finite"),
+    (["x"], [1.0], TypeError, r"values\['#0'\] must be a number, got str"),
+])
+def test_welch_t_bad_input(a, b, error, match):
+    with pytest.raises(error, match=match):
+        welch_t(a, b)

@@ -68,3 +68,47 @@ def test_glue_writes_what_myst_nb_writes(monkeypatch):
 def test_glue_rejects_a_bad_name():
     with pytest.raises(TypeError, match="glue name must be a non-empty string"):
         notebook.glue("", 1)
+
+
+# --------------------------------------------------------------------------- the chapters' formatting helpers
+def test_md_table_renders_a_markdown_table():
+    table = notebook.md_table(["model", "loss"], [["RNN", "1.25"], ["Transformer", 0.5]])
+    assert table.data == "| model | loss |\n| --- | --- |\n| RNN | 1.25 |\n| Transformer | 0.5 |"
+
+
+@pytest.mark.parametrize("header, rows, match", [
+    ([], [], "header must name at least one column"),
+    (["a", "b"], [["1", "2"], ["3"]], r"rows\[1\] must have 2 cells .* got 1"),
+])
+def test_md_table_bad_input(header, rows, match):
+    with pytest.raises(ValueError, match=match):
+        notebook.md_table(header, rows)
+
+
+@pytest.mark.parametrize("x, kwargs, text", [
+    (3.3e18, {}, "3.3 × 10¹⁸"),
+    (7.2e-6, {}, "7.2 × 10⁻⁶"),
+    (-1.234e5, dict(digits=2), "-1.23 × 10⁵"),
+    (0.25, dict(plain=(0.01, 1000)), "0.25"),
+    (0.0, dict(plain=(0.0, 1.0)), "0.0"),
+    (5e-3, dict(plain=(0.01, 1000)), "5.0 × 10⁻³"),
+])
+def test_sci(x, kwargs, text):
+    assert notebook.sci(x, **kwargs) == text
+
+
+@pytest.mark.parametrize("x, kwargs, match", [
+    (0.0, {}, "x must be a finite, non-zero number .* got 0.0"),
+    (float("nan"), {}, "x must be a finite, non-zero number"),
+    (1.0, dict(digits=-1), "digits must be an integer >= 0, got -1"),
+])
+def test_sci_bad_input(x, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        notebook.sci(x, **kwargs)
+
+
+def test_glue_text_records_without_displaying(monkeypatch):
+    calls = []
+    monkeypatch.setattr(notebook, "glue", lambda name, value, display=True: calls.append((name, value, display)))
+    notebook.glue_text("c01_n", "3")
+    assert calls == [("c01_n", "3", False)]

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from dataclasses import dataclass
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 __all__ = ["VERDICTS", "NOT_TESTABLE", "TRAINS_NOTHING", "Adequacy", "Text", "accuracy_saturated", "adequacy_key",
            "beats_baseline", "claim_keys", "claim_label", "erratum_keys", "erratum_label", "find_claims",
-           "find_errata", "loss_flattened", "record_claim", "record_erratum"]
+           "find_errata", "loss_flattened", "mean_sd", "record_claim", "record_erratum", "welch_t"]
 
 #: The verdict recorded when the models behind a claim fail their adequacy check (or the task cannot tell).
 NOT_TESTABLE = "not testable at this budget"
@@ -110,6 +111,31 @@ def _named_values(values: Union[Mapping[str, float], Sequence[float]], argument:
             raise ValueError(f"{argument}[{name!r}] must be finite, got {f}")
         out.append((name, f))
     return out
+
+
+def mean_sd(values: Iterable[float]) -> Tuple[float, float]:
+    """The mean and the sample standard deviation of ``values`` (e.g. a figure over seeds); the deviation of a
+    single value is 0.
+
+    Raises:
+        ValueError: if ``values`` is empty or holds a value that is not a finite number.
+    """
+    xs = [v for _, v in _named_values(list(values), "values")]
+    return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
+
+
+def welch_t(a: Iterable[float], b: Iterable[float]) -> float:
+    """Welch's t statistic of two samples (e.g. one figure of two models over their seeds): how many standard
+    errors the mean of ``a`` lies above the mean of ``b``. With no spread at all it is 0 for equal means and
+    ±inf otherwise.
+
+    Raises:
+        ValueError: if either sample is empty or holds a value that is not a finite number.
+    """
+    a, b = list(a), list(b)
+    (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
+    se = math.sqrt(sa ** 2 / len(a) + sb ** 2 / len(b))
+    return (ma - mb) / se if se > 0 else (0.0 if ma == mb else math.copysign(math.inf, ma - mb))
 
 
 def _check_number(name: str, value: float, low: float = 0.0, inclusive: bool = True) -> float:

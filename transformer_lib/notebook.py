@@ -11,13 +11,16 @@ module works the same in all three without importing myst-nb.
   environment variable ``BOOK_SETTINGS=gpu`` takes the GPU settings on any device and
   ``BOOK_MAX_STEPS=N`` caps every setting named ``*steps``, so that CI runs the GPU branch of
   every chapter on the CPU in seconds.
+- :func:`glue_text`, :func:`md_table` and :func:`sci` are the small formatting helpers every chapter used to
+  define for itself: a value recorded for the prose only, a table of results, a number in scientific notation.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+import math
+from typing import Any, Sequence
 
 #: Prefix of the MIME types of a glued value that is recorded but not displayed (myst-nb's convention).
 GLUE_PREFIX = "application/papermill.record/"
@@ -115,3 +118,63 @@ def pick_settings(cpu: dict, gpu: dict, smoke: dict | None = None) -> dict:
             if key.endswith("steps") and isinstance(value, int) and not isinstance(value, bool):
                 chosen[key] = min(value, cap)
     return chosen
+
+
+def glue_text(name: str, text: Any) -> None:
+    """Record ``text`` for ``{glue:text}`name``` in the prose without showing it below the cell.
+
+    Raises:
+        TypeError: if ``name`` is not a non-empty string.
+    """
+    glue(name, text, display=False)
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]):
+    """A Markdown table (an ``IPython.display.Markdown``) from a header and rows of formatted cells.
+
+    Args:
+        header: the column titles.
+        rows: one sequence per row, as many cells as ``header``; each cell is shown as ``str(cell)``.
+
+    Raises:
+        ValueError: if ``header`` is empty or a row has another number of cells.
+    """
+    from IPython.display import Markdown
+
+    header = [str(h) for h in header]
+    if not header:
+        raise ValueError("header must name at least one column, got none")
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for i, row in enumerate(rows):
+        cells = [str(c) for c in row]
+        if len(cells) != len(header):
+            raise ValueError(f"rows[{i}] must have {len(header)} cells (one per column of the header), "
+                             f"got {len(cells)}: {cells!r}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return Markdown("\n".join(lines))
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def sci(x: float, digits: int = 1, plain: tuple[float, float] | None = None) -> str:
+    """``x`` in scientific notation with a superscript exponent: ``sci(3.3e18)`` is ``'3.3 × 10¹⁸'``.
+
+    Args:
+        x: a finite number, not zero unless it is written plainly.
+        digits: digits after the decimal point of the mantissa.
+        plain: optional ``(low, high)``: a number with ``low <= |x| < high`` is written plainly with
+            ``digits + 1`` significant digits (``sci(0.25, plain=(0.01, 1000))`` is ``'0.25'``).
+
+    Raises:
+        ValueError: if ``x`` is not finite, or zero outside the ``plain`` range; if ``digits`` is negative.
+    """
+    if not isinstance(digits, int) or digits < 0:
+        raise ValueError(f"digits must be an integer >= 0, got {digits!r}")
+    x = float(x)
+    if plain is not None and plain[0] <= abs(x) < plain[1]:
+        return f"{x:#.{digits + 1}g}"
+    if not math.isfinite(x) or x == 0:
+        raise ValueError(f"x must be a finite, non-zero number to be written in scientific notation, got {x!r}")
+    exponent = math.floor(math.log10(abs(x)))
+    return f"{x / 10**exponent:.{digits}f} × 10{str(exponent).translate(_SUPERSCRIPT)}"
