@@ -98,3 +98,31 @@ def test_the_stored_record_is_well_formed():
         assert entry["status"] and isinstance(entry["glued"], dict), chapter
         for claim_id, claim in entry["claims"].items():
             assert claim_id.startswith(chapter[:2]) and claim.get("verdict"), (chapter, claim_id)
+
+
+def _write_nb(path, *sources):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.slow
+def test_chapters_run_several_at_a_time_each_under_a_limit_on_the_whole_chapter(tmp_path):
+    """`--jobs`: chapters in separate processes, results as they finish; the limit bounds the whole chapter:
+    three cells of 1.5 s each pass a limit of 2 s per cell but not one of 4 s for the chapter."""
+    fast = _write_nb(tmp_path / "a.ipynb", "from transformer_lib.notebook import glue_text\nglue_text('c00_x', 'one')")
+    slow = _write_nb(tmp_path / "b.ipynb", *["import time\ntime.sleep(1.5)"] * 3)
+    got = {path.name: (nb, info) for path, nb, info in gpu_run.run_chapters([fast, slow], 4, jobs=2)}
+    assert got["a.ipynb"][1]["status"] == "ok"
+    assert gpu_run.collect(got["a.ipynb"][0])["glued"]["c00_x"]["text"] == "one"
+    assert got["b.ipynb"][1]["status"] == "timeout in cell 2", got["b.ipynb"][1]
+    assert 4 <= got["b.ipynb"][1]["seconds"] < 20
+
+
+def test_jobs_must_be_positive():
+    run = subprocess.run([sys.executable, "-m", "booktools.gpu_run", "--jobs", "0"], cwd=notebooks.ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--jobs must be a positive number of chapters, got 0" in run.stderr
