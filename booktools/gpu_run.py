@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -129,7 +130,8 @@ def execute(path: Path, limit_s: float, env: dict | None = None) -> tuple[dict, 
 
     Returns:
         (the executed notebook, ``{"status", "seconds", "peak_gib"}``); status is ``"ok"``, ``"timeout in cell
-        k"`` or ``"error in cell k: …"``. The stored chapter is never written.
+        k"`` or ``"error in cell k: …"``. The stored chapter is never written; its outputs are cleared in the copy
+        first, so the cells after a stop have none.
     """
     import os
 
@@ -138,6 +140,9 @@ def execute(path: Path, limit_s: float, env: dict | None = None) -> tuple[dict, 
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:          # the stored (CPU) outputs must not pass for GPU ones in cells a stop never reaches
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
     nb.cells.append(nbformat.v4.new_code_cell(PEAK_MEMORY_CELL))
     os.environ.update(env or {})
     os.environ.pop("BOOK_MAX_STEPS", None)           # the GPU branch in full, not capped
@@ -158,7 +163,8 @@ def execute(path: Path, limit_s: float, env: dict | None = None) -> tuple[dict, 
     except CellTimeoutError:
         status = f"timeout in cell {running['cell']}"
     except CellExecutionError as err:
-        status = f"error in cell {running['cell']}: {str(err).strip().splitlines()[-1][:200]}"
+        last_line = re.sub(r"\x1b\[[0-9;]*m", "", str(err).strip().splitlines()[-1])      # without colour codes
+        status = f"error in cell {running['cell']}: {last_line[:200]}"
     except DeadKernelError as err:
         status = f"kernel died: {err}"
     seconds = time.perf_counter() - start
