@@ -303,7 +303,16 @@ def main(argv: list[str] | None = None) -> int:
                                 "-p", "no:randomly"], cwd=notebooks.ROOT)
         failed |= tests.returncode != 0
 
-    chapters = [Path(c).resolve() for c in args.chapters] if args.chapters else notebooks.toc_chapters()
+    if args.chapters:
+        chapters = [Path(c).resolve() for c in args.chapters]
+    else:
+        try:
+            chapters = notebooks.toc_chapters()
+        except ImportError as err:                  # a GPU machine with PyTorch but without Jupyter Book
+            print(f"reading _toc.yml needs Jupyter Book's sphinx-external-toc ({err}); install the book's "
+                  "requirements (pip install -r requirements.txt) or name the chapters: --chapters "
+                  "chapters/*.ipynb", file=sys.stderr)
+            return 2
     record = {"environment": dict(environment(), jobs=args.jobs), "chapters": {}}
     if args.jobs > 1:
         record["environment"]["note"] = (f"{args.jobs} chapters ran at a time on the one GPU: their seconds are upper "
