@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from booktools import notebooks  # noqa: E402
 
 CHAPTER_BUDGET_S = 180.0
-# Chapters allowed more by their issue: chapter 10 trains two models from three seeds after a learning-rate sweep.
+# Chapters allowed more by their issue: chapter 10 trains three models from three seeds after a learning-rate search.
 CHAPTER_BUDGETS_S = {"10_translation.ipynb": 300.0}
 BOOK_BUDGET_S = 900.0
 

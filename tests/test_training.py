@@ -176,6 +176,31 @@ def test_fit_is_deterministic_with_a_seed():
     assert a == b
 
 
+@pytest.mark.parametrize("schedule", ["constant", "inverse_sqrt"])
+def test_fit_continued_with_start_step_equals_one_longer_run(schedule):
+    """fit(a + b) and fit(a) then fit(b, start_step=a) with the same optimizer make the same updates, for a schedule
+    that does not depend on the run's length; the History and the evaluations count steps from the run's start."""
+    def optimizer_of(model):
+        return torch.optim.AdamW(model.parameters(), lr=1e-2, betas=(0.9, 0.98))
+
+    get_batch = classification_batches()
+    whole = make_classifier(seed=2)
+    h_whole = tr.fit(whole, get_batch, tr.classification_loss, steps=12, optimizer=optimizer_of(whole),
+                     warmup_steps=4, schedule=schedule, seed=0)
+    parts = make_classifier(seed=2)
+    optimizer = optimizer_of(parts)
+    h1 = tr.fit(parts, get_batch, tr.classification_loss, steps=5, optimizer=optimizer, warmup_steps=4,
+                schedule=schedule, seed=0)
+    h2 = tr.fit(parts, get_batch, tr.classification_loss, steps=7, optimizer=optimizer, warmup_steps=4,
+                schedule=schedule, start_step=5, eval_fn=lambda m: {"one": 1.0}, eval_every=3)
+    assert h1.steps + h2.steps == h_whole.steps == list(range(12))
+    assert h1.train_loss + h2.train_loss == h_whole.train_loss
+    assert h1.lr + h2.lr == h_whole.lr
+    assert [n for n, _ in h2.eval] == [6, 9, 12]                    # every 3 updates of the run, and its last
+    for p, q in zip(parts.parameters(), whole.parameters()):
+        assert torch.equal(p, q)
+
+
 def test_grad_norm_is_recorded_and_clipped():
     get_batch = classification_batches(batch_size=16)
     model = make_classifier()
@@ -448,7 +473,9 @@ def nan_at_step_3(step):
     (dict(eval_fn=lambda m: 0.5), TypeError, "eval_fn must return a dict"),
     (dict(clip_grad=0), ValueError, "clip_grad"),
     (dict(weight_decay=-0.1), ValueError, "weight_decay"),
-    (dict(warmup_steps=10), ValueError, r"warmup_steps must be <= steps \(5\)"),
+    (dict(warmup_steps=10), ValueError, r"warmup_steps must be <= start_step \+ steps \(5\), got 10"),
+    (dict(start_step=3), ValueError, "start_step=3 continues an earlier run and needs its optimizer, got optimizer=None"),
+    (dict(start_step=-1), ValueError, "start_step must be"),
     (dict(device="gpu0"), ValueError, "device must name a torch device"),
 ])
 def test_fit_bad_inputs(kwargs, error, match):

@@ -136,13 +136,18 @@ def lr_schedule(step: int, *, warmup_steps: int = 0, total_steps: Optional[int] 
 
 
 def make_scheduler(
-    optimizer: torch.optim.Optimizer, *, warmup_steps: int = 0, total_steps: Optional[int] = None, kind: str = "constant"
+    optimizer: torch.optim.Optimizer, *, warmup_steps: int = 0, total_steps: Optional[int] = None, kind: str = "constant",
+    start_step: int = 0,
 ) -> torch.optim.lr_scheduler.LambdaLR:
-    """A ``LambdaLR`` that multiplies each group's learning rate by :func:`lr_schedule`; call ``.step()`` per update."""
-    lr_schedule(0, warmup_steps=warmup_steps, total_steps=total_steps, kind=kind)  # validate the arguments now
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, partial(lr_schedule, warmup_steps=warmup_steps, total_steps=total_steps, kind=kind)
-    )
+    """A ``LambdaLR`` that multiplies each group's learning rate by :func:`lr_schedule`; call ``.step()`` per update.
+
+    ``start_step`` > 0 continues a schedule that an earlier scheduler ran for that many updates (the peak rate is each
+    group's ``initial_lr``, which that scheduler set, else its ``lr``).
+    """
+    check_positive_int("start_step", start_step, allow_zero=True)
+    lr_schedule(start_step, warmup_steps=warmup_steps, total_steps=total_steps, kind=kind)  # validate the arguments
+    schedule = partial(lr_schedule, warmup_steps=warmup_steps, total_steps=total_steps, kind=kind)
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: schedule(start_step + i))
 
 
 # ------------------------------------------------------------------------------------------------ history
@@ -253,6 +258,7 @@ def fit(
     progress: Optional[bool] = None,
     seed: Optional[int] = None,
     sync_every: Optional[int] = None,
+    start_step: int = 0,
 ) -> History:
     """Train ``model`` in place for ``steps`` optimizer updates.
 
@@ -290,6 +296,12 @@ def fit(
             the device, so a GPU never waits for the host. None (the default): every step on the CPU, where a read
             costs nothing and an error stops training at once; every 16 steps on other devices. Under
             ``torchrun`` the loss is combined across processes every step.
+        start_step: updates already made to ``model`` and ``optimizer`` by an earlier call, to continue that run:
+            the schedule (warm-up and decay, which ends at ``start_step + steps``), ``get_batch``, the History's
+            step numbers and the evaluations continue from there. Needs the earlier call's ``optimizer`` (its
+            moments are part of the run). With a schedule that does not depend on the run's length (``'constant'``,
+            ``'inverse_sqrt'``), ``fit(steps=a + b)`` and ``fit(steps=a)`` then ``fit(steps=b, start_step=a)`` make
+            the same updates (``seed`` given to the first call only): a run can be extended after a look at it.
 
     Returns:
         A :class:`History`: every step's loss and gradient norm, whatever ``sync_every``.
@@ -314,8 +326,11 @@ def fit(
         raise ValueError(f"weight_decay must be a number >= 0, got {weight_decay!r}")
     check_positive_int("warmup_steps", warmup_steps, allow_zero=True)
     check_choice("schedule", schedule, SCHEDULES)
-    if warmup_steps > steps:
-        raise ValueError(f"warmup_steps must be <= steps ({steps}), got {warmup_steps}")
+    check_positive_int("start_step", start_step, allow_zero=True)
+    if start_step > 0 and optimizer is None:
+        raise ValueError(f"start_step={start_step} continues an earlier run and needs its optimizer, got optimizer=None")
+    if warmup_steps > start_step + steps:
+        raise ValueError(f"warmup_steps must be <= start_step + steps ({start_step + steps}), got {warmup_steps}")
     if clip_grad is not None and (isinstance(clip_grad, bool) or not isinstance(clip_grad, (int, float)) or not clip_grad > 0):
         raise ValueError(f"clip_grad must be a positive number or None, got {clip_grad!r}")
     if eval_fn is not None and not callable(eval_fn):
@@ -358,7 +373,8 @@ def fit(
         # fused AdamW on CUDA: one kernel for all parameters, its step counters on the device (no host reads)
         optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr,
                                       **({"fused": True} if device.type == "cuda" else {}))
-    scheduler = make_scheduler(optimizer, warmup_steps=warmup_steps, total_steps=steps, kind=schedule)
+    scheduler = make_scheduler(optimizer, warmup_steps=warmup_steps, total_steps=start_step + steps, kind=schedule,
+                               start_step=start_step)
 
     net = model
     if distributed:
@@ -434,13 +450,14 @@ def fit(
         fallback_tokens.pop(step, None)
         bar.set_postfix(loss=f"{loss_v:.4f}", refresh=False)
         if log_every is not None and main and ((step + 1) % log_every == 0 or step == 0):
-            bar.write(f"step {step + 1:>6}/{steps}  loss {loss_v:.4f}  lr {history.lr[step]:.2e}  "
+            bar.write(f"step {step + 1:>6}/{last + 1}  loss {loss_v:.4f}  lr {history.lr[step - start_step]:.2e}  "
                       f"grad_norm {norm_v:.3f}")
 
     fallback_tokens: dict = {}
+    last = start_step + steps - 1                                   # the number of the last update of this call
     try:
         with deferred_checks() if defer else nullcontext():
-            for step in range(steps):
+            for step in range(start_step, last + 1):
                 t0 = time.perf_counter()
                 batch = get_batch(step)
                 if not isinstance(batch, (tuple, list)) or not all(isinstance(t, torch.Tensor) for t in batch):
@@ -490,9 +507,9 @@ def fit(
                 checks = list(_deferred_queue(defer))
                 pending.append((step, loss_for_history, norm.detach(), n_for_history, checks))
                 bar.update(1)
-                at_eval = eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or step == steps - 1)
+                at_eval = eval_fn is not None and ((eval_every and (step + 1) % eval_every == 0) or step == last)
                 at_log = log_every is not None and main and ((step + 1) % log_every == 0 or step == 0)
-                if not defer or (step + 1) % sync_every == 0 or step == steps - 1 or at_eval or at_log:
+                if not defer or (step + 1) % sync_every == 0 or step == last or at_eval or at_log:
                     read_pending()
                 if at_eval:
                     run_eval(step + 1)
