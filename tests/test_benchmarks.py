@@ -7,7 +7,6 @@ The --quick runs take 5-20 s each on the 2-core machine, so they are marked ``sl
 import json
 import re
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 RESULTS = BENCH / "results"
-sys.path.insert(0, str(BENCH))
 
 import benchkit  # noqa: E402
 import run_all  # noqa: E402

@@ -18,7 +18,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from booktools import notebooks  # noqa: E402
 
 CHAPTERS = notebooks.toc_chapters()

@@ -36,7 +36,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from booktools import colab, notebooks  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -54,11 +53,10 @@ FAKE_COLAB = {
     "google/colab/output.py": "def enable_custom_widget_manager():\n"
                               '    """Colab: let ipywidgets 8 render. Here: nothing to do."""\n',
 }
+# Colab's kernel has google.colab imported at start-up; the kernel's PYTHONPATH holds the stand-in.
 STARTUP = """\
 # Simulated Colab (tests/test_colab.py): Colab's kernel has google.colab imported at start-up.
-import sys
-sys.path.insert(0, {fake!r})
-import google.colab  # noqa: E402,F401
+import google.colab  # noqa: F401
 """
 PROBE = """\
 import sys, transformer_lib
@@ -115,14 +113,14 @@ def simulated_colab(tmp_path_factory):
     ipython = base / "ipython"
     startup = ipython / "profile_default" / "startup" / "00-google-colab.py"
     startup.parent.mkdir(parents=True)
-    startup.write_text(STARTUP.format(fake=str(fake)), encoding="utf-8")
+    startup.write_text(STARTUP, encoding="utf-8")
     checkout = base / "checkout"
     copy_checkout(checkout)
 
     spec_dir = base / "jupyter" / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
-    env = {"IPYTHONDIR": str(ipython), notebooks.SPEC_VARIABLE: checkout.as_uri(), **SETTINGS,
-           "PYTHONHASHSEED": "0"}
+    env = {"IPYTHONDIR": str(ipython), "PYTHONPATH": str(fake), notebooks.SPEC_VARIABLE: checkout.as_uri(),
+           **SETTINGS, "PYTHONHASHSEED": "0"}
     (spec_dir / "kernel.json").write_text(json.dumps({
         "argv": [str(COLAB_PY), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (simulated Colab)", "language": "python", "env": env}), encoding="utf-8")

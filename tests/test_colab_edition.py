@@ -17,7 +17,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from booktools import colab, notebooks  # noqa: E402
 
 CHAPTERS = [p for p in notebooks.toc_chapters() if p.is_file()]
@@ -181,7 +180,6 @@ def test_exercises_and_folded_solutions(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
 def test_book_colab_link_opens_edition(chapter):
     """_ext/book_html.py rewrites the launch button that sphinx-book-theme builds from the page name."""
-    sys.path.insert(0, str(ROOT / "_ext"))
     import book_html
 
     docname = f"chapters/{chapter.stem}"

@@ -20,8 +20,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
 import exercise_references as references  # noqa: E402
 import exercisekit as ek  # noqa: E402
 import grade  # noqa: E402

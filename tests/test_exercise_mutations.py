@@ -11,7 +11,6 @@ the grader's references or mistake models.
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 import exercise_references as references  # noqa: E402
 
 from transformer_lib import exercises  # noqa: E402

@@ -9,7 +9,6 @@ import ast
 import inspect
 import math
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ import transformer_lib as tl
 from transformer_lib import _exercise_catalogue, _exercise_engine, exercises
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 import exercise_references as references  # noqa: E402
 
 

@@ -38,8 +38,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "tests"))
 import grade  # noqa: E402
 from test_grading import CHECK_CAUSAL, notebook, write  # noqa: E402
 

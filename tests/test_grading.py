@@ -18,7 +18,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 import grade  # noqa: E402
 
 STARTER_CAUSAL = ('def causal_mask(t):\n    """Return a (t, t) bool tensor."""\n'

@@ -26,8 +26,6 @@ from test_browser import chromium_path  # noqa: E402  (tests/ is on sys.path und
 from bs4 import BeautifulSoup
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
 import exercisekit as ek  # noqa: E402
 import make_student_book  # noqa: E402
 from booktools import notebooks  # noqa: E402

@@ -2,6 +2,7 @@
 import json
 import math
 import random
+import re
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -601,3 +602,60 @@ def test_fit_encoder_decoder_with_padding_reads_once_per_k_steps(monkeypatch):
     history = fit(model, get_batch, tr.seq2seq_loss, steps=16, sync_every=8, device="cpu")
     assert counter["reads"] <= 16 / 8, counter
     assert len(history.train_loss) == 16 and history.tokens > 0
+
+
+# ------------------------------------------------------------------------------------------------ tune_lr
+def _bowl(optimum, calls=None, diverge_above=None):
+    """A training run whose final loss is a bowl in log10(lr) with its minimum at `optimum`."""
+    def train(lr):
+        if calls is not None:
+            calls.append(lr)
+        if diverge_above is not None and lr > diverge_above:
+            raise FloatingPointError("non-finite loss")
+        return {"loss": (math.log10(lr) - math.log10(optimum)) ** 2, "lr_seen": lr}
+    return train
+
+
+@pytest.mark.parametrize("lr_start, optimum, expected_k", [(1e-2, 1e-3, -2), (1e-4, 1e-3, 2), (1e-3, 1e-3, 0)])
+def test_tune_lr_walks_to_the_optimum_of_a_bowl(lr_start, optimum, expected_k):
+    calls = []
+    best, runs, inside = tr.tune_lr(_bowl(optimum, calls), lr_start)
+    assert best == pytest.approx(lr_start * 10 ** (expected_k / 2))
+    assert inside                                       # one worse rate on each side of the chosen one
+    assert list(runs) == sorted(runs) and len(calls) == len(set(calls)) == len(runs)   # each rate trained once
+    assert all(run["lr_seen"] == lr for lr, run in runs.items())                       # the runs kept by rate
+    worse = [lr for lr in runs if lr != best]
+    assert min(worse) < best < max(worse)
+
+
+def test_tune_lr_counts_a_diverged_run_as_worse_than_any_other():
+    # the loss would keep falling up to 1e-1, but every rate above 3e-3 diverges
+    best, runs, inside = tr.tune_lr(_bowl(1e-1, diverge_above=3e-3), 1e-4)
+    assert best == pytest.approx(1e-4 * 10 ** 1.0)      # 1e-3, the last rate that trains
+    assert inside and runs[max(runs)]["loss"] == math.inf
+
+
+def test_tune_lr_stops_after_max_runs_and_says_the_best_is_at_an_end():
+    best, runs, inside = tr.tune_lr(_bowl(1e-9), 1e-2, max_runs=4)
+    assert len(runs) == 4 and best == min(runs)
+    assert not inside
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(lr_start=0.0), ValueError, "lr_start must be a finite number > 0, got 0.0"),
+    (dict(lr_start=float("nan")), ValueError, "lr_start must be a finite number > 0, got nan"),
+    (dict(lr_start=True), ValueError, "lr_start must be a finite number > 0, got True"),
+    (dict(factor=1.0), ValueError, "factor must be a finite number > 1, got 1.0"),
+    (dict(max_runs=1), ValueError, "max_runs must be at least 2"),
+    (dict(max_runs=2.5), TypeError, "max_runs must be an int, got float 2.5"),
+])
+def test_tune_lr_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=re.escape(match)):
+        tr.tune_lr(_bowl(1e-3), **{"lr_start": 1e-3, **kwargs})
+
+
+def test_tune_lr_bad_train():
+    with pytest.raises(TypeError, match="train must be a function of the learning rate, got int 3"):
+        tr.tune_lr(3, 1e-3)
+    with pytest.raises(TypeError, match="train must return a dict with a 'loss', got float 0.5"):
+        tr.tune_lr(lambda lr: 0.5, 1e-3)

@@ -571,3 +571,55 @@ def evaluate(model: nn.Module, batches: Iterable[Batch], loss_fn: Callable) -> f
     if weight == 0:
         raise ValueError("batches is empty (or every batch reported n_tokens=0); expected at least one token")
     return total / weight
+
+
+# ------------------------------------------------------------------------------------- learning-rate search
+def tune_lr(train: Callable[[float], dict], lr_start: float, factor: float = 10 ** 0.5,
+            max_runs: int = 6) -> tuple:
+    """Search a geometric grid of peak learning rates until the best one has a worse rate on each side.
+
+    The rates are ``lr_start * factor**k``. The search trains ``k = 0`` and ``k = 1``, then walks from the better of
+    the two towards lower loss (down the grid if ``k = 0`` was at least as good, up otherwise) and stops at the
+    first rate that is not better, or after ``max_runs`` runs. A rate at which training diverges (``train`` raises
+    ``FloatingPointError``, as :func:`fit` does on a non-finite loss or gradient) counts as worse than any other.
+
+    Args:
+        train: ``train(lr)`` trains one model at peak rate ``lr`` and returns a dict with its final ``"loss"``
+            (lower is better); the dict is kept, so it may hold anything else of the run.
+        lr_start: the first rate tried (> 0).
+        factor: the ratio of neighbouring rates (> 1).
+        max_runs: the most runs the search may make (>= 2).
+
+    Returns:
+        ``(best_lr, runs, inside)``: the chosen rate; every run's dict by its rate, in increasing order of rate;
+        and whether the chosen rate has a tried rate on each side (``False``: it lies at an end of the rates tried,
+        and a rate beyond them might do better still).
+    """
+    if not callable(train):
+        raise TypeError(f"train must be a function of the learning rate, got {type(train).__name__} {train!r}")
+    for name, value, low in (("lr_start", lr_start, 0.0), ("factor", factor, 1.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value <= low:
+            raise ValueError(f"{name} must be a finite number > {low:g}, got {value!r}")
+    check_positive_int("max_runs", max_runs)
+    if max_runs < 2:
+        raise ValueError(f"max_runs must be at least 2 (the search compares two rates first), got {max_runs}")
+    runs = {}
+
+    def loss(k):
+        if k not in runs:
+            try:
+                run = train(lr_start * factor ** k)
+            except FloatingPointError:
+                run = {"loss": math.inf}
+            if not isinstance(run, dict) or "loss" not in run:
+                raise TypeError(f"train must return a dict with a 'loss', got {type(run).__name__} {run!r}")
+            runs[k] = run
+        return runs[k]["loss"]
+
+    best = 0 if loss(0) <= loss(1) else 1
+    direction = -1 if best == 0 else 1
+    while len(runs) < max_runs and loss(best + direction) < loss(best):
+        best += direction
+    inside = best - 1 in runs and best + 1 in runs
+    return lr_start * factor ** best, {lr_start * factor ** k: runs[k] for k in sorted(runs)}, inside
