@@ -4,7 +4,7 @@
 Not part of ``transformer_lib`` (students import the library; they never get this module): the grader
 (``scripts/grade.py``) computes expected outputs here, in its own process, and the student's process only returns
 its outputs for the cases. The library's notebook self-check compares with outputs stored in
-``transformer_lib/exercise_data/selfcheck.pt``, which this script writes:
+``transformer_lib/exercises/data/selfcheck.pt``, which this script writes:
 
     .venv/bin/python scripts/exercise_references.py --write-selfcheck   # after changing a case or a reference
     .venv/bin/python scripts/exercise_references.py --check-selfcheck   # fails when the stored data is stale
@@ -32,10 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from transformer_lib import _exercise_engine as engine  # noqa: E402
-from transformer_lib._exercise_catalogue import EXERCISES  # noqa: E402
+from transformer_lib.exercises import engine, guard  # noqa: E402
+from transformer_lib.exercises.catalogue import EXERCISES  # noqa: E402
 
-SELFCHECK_PATH = ROOT / "transformer_lib" / "exercise_data" / "selfcheck.pt"
+SELFCHECK_PATH = ROOT / "transformer_lib" / "exercises" / "data" / "selfcheck.pt"
 SELFCHECK_SEED = 0
 FORMAT_VERSION = 1
 

@@ -84,8 +84,8 @@ import torch  # noqa: E402
 
 import exercise_references as references  # noqa: E402
 import transformer_lib  # noqa: E402
-from transformer_lib import _exercise_engine as engine  # noqa: E402
-from transformer_lib._exercise_catalogue import EXERCISES  # noqa: E402
+from transformer_lib.exercises import engine, guard  # noqa: E402
+from transformer_lib.exercises.catalogue import EXERCISES  # noqa: E402
 
 SANDBOX = SCRIPTS / "grade_sandbox.py"
 LIBRARY_DIR = Path(transformer_lib.__file__).resolve().parent
@@ -214,7 +214,7 @@ class Notebook:
                     match = EX_TAG.match(tag)
                     if match and match.group(1) in EXERCISES:
                         self.tagged.append(match.group(1))
-        self.bound = {name for node in self.statements for name in engine._bound_names(node)}
+        self.bound = {name for node in self.statements for name in guard.bound_names(node)}
 
     def exercises(self) -> list[dict]:
         """[{"id", "function", "fallback"}] in the catalogue's order."""
@@ -335,9 +335,9 @@ def grade_exercise(nb: Notebook, item: dict, key: str, timeout: int, memory_gb: 
     """{"exercise_id", "passed", "message"} for one exercise of one notebook."""
     ex_id = item["id"]
     ex = EXERCISES[ex_id]
-    findings = engine.static_findings(ex, nb.statements, item["function"], LIBRARY_ALIASES)
+    findings = guard.static_findings(ex, nb.statements, item["function"], LIBRARY_ALIASES)
     if item.get("fallback") and item["fallback"] in nb.bound and item["function"] not in nb.bound:
-        findings += engine.static_findings(ex, nb.statements, item["fallback"], LIBRARY_ALIASES)
+        findings += guard.static_findings(ex, nb.statements, item["fallback"], LIBRARY_ALIASES)
     findings = list(dict.fromkeys(findings))
     cases = references.make_cases(ex_id, references.grading_seed(key, ex_id))
     spec = {"exercise": ex_id, "function": item["function"], "fallback": item.get("fallback"),
@@ -861,7 +861,7 @@ def near_copy(ex, source: str) -> tuple[float, str] | None:
     best = None
     for qualname in ex.forbidden:
         try:
-            obj = engine.resolve(qualname)
+            obj = guard.resolve(qualname)
             library = _normalised(inspect.getsource(obj))
         except Exception:  # noqa: BLE001 - a class, a builtin: nothing to compare
             continue
@@ -874,7 +874,7 @@ def near_copy(ex, source: str) -> tuple[float, str] | None:
         contained = sum(block.size for block in matcher.get_matching_blocks()) / len(a) if len(a) >= MIN_TOKENS else 0
         ratio = max(matcher.ratio(), contained)
         if best is None or ratio > best[0]:
-            best = (ratio, engine.display_name(qualname))
+            best = (ratio, guard.display_name(qualname))
     return best if best and best[0] >= NEAR_COPY else None
 
 

@@ -84,8 +84,8 @@ def main() -> int:
 
     torch.set_num_threads(1)
     import transformer_lib  # noqa: F401 - the library the notebook uses
-    from transformer_lib import _exercise_engine as engine
-    from transformer_lib._exercise_catalogue import EXERCISES
+    from transformer_lib.exercises import engine, guard
+    from transformer_lib.exercises.catalogue import EXERCISES
 
     ex = EXERCISES[spec["exercise"]]
     cases = [engine.decode_case(c) for c in torch.load(workdir / "cases.pt", weights_only=True)]
@@ -96,7 +96,7 @@ def main() -> int:
 
         @staticmethod
         def find_spec(name, path=None, target=None):
-            if set(name.split(".")) & engine.GRADER_MODULES:
+            if set(name.split(".")) & guard.GRADER_MODULES:
                 raise ImportError(f"{name} is not available while grading")
             return None
 
@@ -108,7 +108,7 @@ def main() -> int:
             reported.add(name)
             report(event="forbidden", name=name)
 
-    engine.install_tripwires(engine.guarded_names(ex), on_call, keep_originals=False)
+    guard.install_tripwires(engine.guarded_names(ex), on_call, keep_originals=False)
 
     def on_alarm(signum, frame):
         raise GradingTimeout()
@@ -130,7 +130,7 @@ def main() -> int:
                 exec(compile(snippet["source"], snippet["where"], "exec"), namespace)
             except GradingTimeout:
                 raise
-            except engine.ForbiddenCall:
+            except guard.ForbiddenCall:
                 errors.append(f"{snippet['where']}: a call of the library's answer")
             except BaseException as exc:  # noqa: BLE001 - a broken cell only matters if the function needs it
                 errors.append(f"{snippet['where']}: {_error(exc)}")
@@ -149,7 +149,7 @@ def main() -> int:
                     break
                 except GradingTimeout:
                     raise
-                except engine.ForbiddenCall:
+                except guard.ForbiddenCall:
                     outcomes.append({"status": "error", "error": "a call of the library's answer to the exercise"})
                     break
                 except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: the student's error

@@ -315,8 +315,12 @@ def test_api_page_lists_every_library_module():
     block = re.search(r"\.\. api-modules::\s*\n((?:\s*\n|[ \t]+\S[^\n]*\n)*)", text)
     assert block, "api.md must contain an `.. api-modules::` directive"
     listed = [line.strip() for line in block.group(1).splitlines() if line.strip()]
-    modules = sorted(p.stem for p in (ROOT / "transformer_lib").glob("*.py")
-                     if not p.stem.startswith("_"))
+    library = ROOT / "transformer_lib"
+    packages = [p.parent for p in library.glob("*/__init__.py")]
+    modules = sorted([p.stem for p in library.glob("*.py") if not p.stem.startswith("_")]
+                     + [package.name for package in packages]
+                     + [f"{package.name}.{p.stem}" for package in packages for p in package.glob("*.py")
+                        if not p.stem.startswith("_")])
     missing = sorted(set(modules) - set(listed))
     extra = sorted(set(listed) - set(modules))
     assert not missing, f"api.md: add these transformer_lib modules to api-modules: {missing}"

@@ -16,7 +16,8 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lib as tl
-from transformer_lib import _exercise_catalogue, _exercise_engine, exercises
+from transformer_lib import exercises
+from transformer_lib.exercises import catalogue, engine, guard
 
 ROOT = Path(__file__).resolve().parents[1]
 import exercise_references as references  # noqa: E402
@@ -35,7 +36,7 @@ def test_catalogue_and_references_agree():
     for ex_id, ex in exercises.EXERCISES.items():
         assert {key for key, _ in ex.mistakes} == set(references.MISTAKES[ex_id]), ex_id
         for qualname in ex.forbidden:  # every forbidden name exists in the library
-            assert _exercise_engine.resolve(qualname) is not None
+            assert guard.resolve(qualname) is not None
 
 
 @pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
@@ -59,12 +60,12 @@ def test_library_holds_no_solution():
     grader_only = {fn.__name__ for fn in references.REFERENCES.values()}
     grader_only |= {fn.__name__ for models in references.MISTAKES.values() for fn in models.values()}
     assert not grader_only & library_functions, sorted(grader_only & library_functions)
-    for module in (exercises, _exercise_catalogue, _exercise_engine):  # nothing imports the grader's module
+    for module in (exercises, catalogue, engine, guard):  # nothing imports the grader's module
         assert "import exercise_references" not in inspect.getsource(module)
 
 
 def test_selfcheck_data_in_sync():
-    """transformer_lib/exercise_data/selfcheck.pt is what the references compute now."""
+    """transformer_lib/exercises/data/selfcheck.pt is what the references compute now."""
     assert references.selfcheck_problems() == [], (
         "stale self-check data: run `.venv/bin/python scripts/exercise_references.py --write-selfcheck`")
 
@@ -74,7 +75,7 @@ def test_grading_cases_are_not_the_selfcheck_cases():
     stored = exercises._selfcheck_data()["exercises"]
     for ex_id in exercises.EXERCISES:
         grading = references.make_cases(ex_id, references.grading_seed("a secret key", ex_id))
-        assert not references._same([_exercise_engine.encode_case(c) for c in grading], stored[ex_id]["cases"]), ex_id
+        assert not references._same([engine.encode_case(c) for c in grading], stored[ex_id]["cases"]), ex_id
 
 
 @pytest.mark.parametrize("exercise_id", list(exercises.EXERCISES))
@@ -330,15 +331,15 @@ def test_static_findings_follow_helpers_and_imports():
                          "def helper(t):\n    return cm(t)\n"
                          "def unrelated():\n    return lib.causal_mask(3)\n"
                          "def causal_mask(t):\n    return helper(t)\n").body
-    findings = _exercise_engine.static_findings(ex, notebook, "causal_mask")
+    findings = guard.static_findings(ex, notebook, "causal_mask")
     assert any("tl.attention.causal_mask" in f for f in findings)
     clean = ast.parse("import transformer_lib as lib\ndef unrelated():\n    return lib.causal_mask(3)\n"
                       "def causal_mask(t):\n    return torch.ones(t, t, dtype=torch.bool).tril()\n").body
-    assert _exercise_engine.static_findings(ex, clean, "causal_mask") == []
+    assert guard.static_findings(ex, clean, "causal_mask") == []
     for body in ("return tl.exercises.EXERCISES['06-causal-mask'].reference(t)", "return eval('tl.causal_mask')(t)",
                  "return getattr(tl, 'causal_mask')(t)", "return tl.causal_mask.__wrapped__(t)"):
         tree = ast.parse(f"def causal_mask(t):\n    {body}\n").body
-        assert _exercise_engine.static_findings(ex, tree, "causal_mask"), body
+        assert guard.static_findings(ex, tree, "causal_mask"), body
 
 
 # ---------------------------------------------------------------- bad input never crashes
@@ -377,11 +378,11 @@ def test_not_callable_reported():
 
 
 def test_numbers_and_foreign_types_compared():
-    ex = _exercise_catalogue.EXERCISES["09-block-params"]
-    assert _exercise_engine.mismatch(100, 100.0, ex.atol, ex.rtol) is None
-    assert "expected 100" in _exercise_engine.mismatch(100, 101, ex.atol, ex.rtol)
-    assert "ndarray" in _exercise_engine.mismatch(torch.zeros(2), {"__type__": "ndarray"}, 1e-5, 1e-4)
-    assert _exercise_engine.portable(torch.zeros(2).numpy()) == {"__type__": "ndarray"}
+    ex = catalogue.EXERCISES["09-block-params"]
+    assert engine.mismatch(100, 100.0, ex.atol, ex.rtol) is None
+    assert "expected 100" in engine.mismatch(100, 101, ex.atol, ex.rtol)
+    assert "ndarray" in engine.mismatch(torch.zeros(2), {"__type__": "ndarray"}, 1e-5, 1e-4)
+    assert engine.portable(torch.zeros(2).numpy()) == {"__type__": "ndarray"}
 
 
 def test_a_library_layer_cannot_stand_in_for_the_forbidden_attention():
@@ -476,8 +477,8 @@ def test_static_reading_of_forbidden_torch_calls():
             "`F.layer_norm` (torch.nn.functional.layer_norm)",
     }
     for source, expected in cases.items():
-        findings = _exercise_engine.static_findings(ex, ast.parse(source).body, "layer_norm", ("tl",))
+        findings = guard.static_findings(ex, ast.parse(source).body, "layer_norm", ("tl",))
         assert any(expected in f and "normalises in one call" in f for f in findings), (source, findings)
     fine = ("def layer_norm(x, g, b, eps=1e-5):\n    mu = x.mean(-1, keepdim=True)\n"
             "    return (x - mu) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + eps) * g + b")
-    assert _exercise_engine.static_findings(ex, ast.parse(fine).body, "layer_norm", ("tl",)) == []
+    assert guard.static_findings(ex, ast.parse(fine).body, "layer_norm", ("tl",)) == []

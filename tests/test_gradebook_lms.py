@@ -163,7 +163,7 @@ def test_record_merge_keeps_the_exercises_not_regraded():
 
 def test_a_forbidden_call_is_reported_once():
     """Read in the source under an alias and caught again at run time, one call is one finding and one clause."""
-    from transformer_lib import _exercise_engine as engine
+    from transformer_lib.exercises import engine, guard
     from transformer_lib.exercises import EXERCISES
 
     why = "which normalises in one call"
@@ -187,7 +187,7 @@ def test_near_copy_of_the_library():
     import inspect
 
     import transformer_lib as tl
-    from transformer_lib._exercise_catalogue import EXERCISES
+    from transformer_lib.exercises.catalogue import EXERCISES
 
     pasted = inspect.getsource(tl.attention._masked_softmax).replace("_masked_softmax", "masked_softmax")
     similarity, source = grade.near_copy(EXERCISES["06-masked-softmax"], pasted)

@@ -7,8 +7,9 @@ the known mistakes come from outside (the stored self-check data, or the grader'
 
 - :func:`mismatch` compares one result with the expected one; :func:`judge` turns the outcomes of the cases into
   the verdict's message (the recognised mistake, the first failing case, an exception, "not implemented yet").
-- :func:`static_findings` and :func:`install_tripwires` (in :mod:`transformer_lib._exercise_guard`, re-exported
-  here) refuse code that calls the library's own answer to the exercise.
+- :mod:`transformer_lib.exercises.guard` (:func:`~transformer_lib.exercises.guard.static_findings`,
+  :func:`~transformer_lib.exercises.guard.install_tripwires`) refuses code that calls the library's own answer to
+  the exercise.
 - :func:`portable` turns whatever a student's function returned into plain tensors, numbers, strings, tuples and
   lists that ``torch.load(..., weights_only=True)`` reads back safely.
 """
@@ -23,10 +24,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._exercise_guard import (DYNAMIC_NAMES, GRADER_MODULES, INTROSPECTION_ATTRS, LIBRARY,  # noqa: F401
-                              ForbiddenCall, _bound_names, _chain, display_name, function_findings,
-                              install_tripwires, resolve, static_findings, torch_reason, TORCH_ALIASES,
-                              _torch_finding)
+from .guard import ForbiddenCall, display_name, torch_finding, torch_reason
 
 __all__ = ["CheckResult", "ForbiddenCall", "mismatch", "short", "signature_problem",
            "static_findings", "install_tripwires", "portable", "encode_case", "decode_case", "display_name", "judge",
@@ -200,7 +198,7 @@ def decode_case(case: Dict[str, Any]) -> Dict[str, Any]:
     out = {}
     for key, value in case.items():
         if isinstance(value, dict) and "__model__" in value:
-            from . import models
+            from .. import models
 
             cls = getattr(models, value["__model__"])
             config_cls = getattr(models, value["__model__"] + "Config")
@@ -243,7 +241,7 @@ def judge(ex, cases: Sequence[Dict[str, Any]], expected: Sequence[Any], outcomes
     """The verdict on a function's outcomes for ``cases``.
 
     Args:
-        ex: the :class:`~transformer_lib._exercise_catalogue.Exercise`.
+        ex: the :class:`~transformer_lib.exercises.catalogue.Exercise`.
         cases: the cases' inputs (for the message).
         expected: the expected output of each case.
         outcomes: per case run, in order (a run stops at its first exception): ``{"status": "ok", "value": v}``,
@@ -336,5 +334,5 @@ def call_finding(ex, name: str) -> str:
     """The finding for a tripwire's report that ``name`` was called."""
     why = torch_reason(ex, name)
     if why:
-        return _torch_finding(name, name, why)
+        return torch_finding(name, name, why)
     return f"it calls `{name}`, the library's own answer to this exercise"

@@ -5,7 +5,7 @@ comparison, the library functions that answer it (a submission that calls them g
 the common mistakes the checker recognises. The reference solutions, the case generators and the models of the
 mistakes are *not* part of the library: they live with the grader (``scripts/exercise_references.py``), which
 computes the expected outputs in its own process. The notebook self-check (:func:`transformer_lib.exercises.check`)
-compares with outputs stored in ``exercise_data/selfcheck.pt``.
+compares with outputs stored in ``transformer_lib/exercises/data/selfcheck.pt``.
 """
 from __future__ import annotations
 

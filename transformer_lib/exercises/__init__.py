@@ -10,9 +10,10 @@ causal mask, …) gets no credit, and the message says why.
 
 This is the students' self-check. Grades come from the grader (``scripts/grade.py``), which runs the submitted
 notebook in a separate process on cases drawn from a seed the students do not see and compares in its own
-process; the reference solutions are not part of this library. The checking engine is
-:mod:`transformer_lib._exercise_engine`; the catalogue of exercises (contracts, hints, forbidden library calls) is
-:mod:`transformer_lib._exercise_catalogue`.
+process; the reference solutions are not part of this library. The package's modules:
+:mod:`~transformer_lib.exercises.catalogue` (each exercise's contract, hints and forbidden library calls),
+:mod:`~transformer_lib.exercises.engine` (comparing outputs, explaining a failure) and
+:mod:`~transformer_lib.exercises.guard` (refusing code that calls the library's own answer).
 
 Example::
 
@@ -30,15 +31,15 @@ from typing import Any, Callable, Dict, Optional
 
 import torch
 
-from . import _exercise_engine as _engine
-from ._exercise_catalogue import EXERCISES, Exercise
-from ._exercise_engine import CheckResult
+from . import engine, guard
+from .catalogue import EXERCISES, Exercise
+from .engine import CheckResult
 
 __all__ = ["CheckResult", "Exercise", "available", "check", "starter_code", "describe", "EXERCISES"]
 
 # Where the stored cases and expected outputs of the self-check live (written by the grader's
 # ``scripts/exercise_references.py --write-selfcheck``).
-SELFCHECK_DATA = Path(__file__).resolve().parent / "exercise_data" / "selfcheck.pt"
+SELFCHECK_DATA = Path(__file__).resolve().parent / "data" / "selfcheck.pt"
 _DATA: Optional[Dict[str, Any]] = None
 
 
@@ -67,7 +68,7 @@ def describe(exercise_id: str) -> str:
     """
     ex = _get(exercise_id)
     text = f"{ex.signature}\n{textwrap.indent(ex.contract, '    ')}"
-    banned = [_engine.display_name(q) for q in ex.forbidden if not q.rsplit(".", 1)[-1].startswith("_")]
+    banned = [guard.display_name(q) for q in ex.forbidden if not q.rsplit(".", 1)[-1].startswith("_")]
     banned += [q for q, _ in ex.forbidden_torch]
     if banned:
         text += "\nNo credit for calling: " + ", ".join(f"`{name}`" for name in dict.fromkeys(banned)) + \
@@ -125,9 +126,9 @@ def _check(exercise_id: str, solution: Callable, seed: int) -> CheckResult:
     if seed not in (0, None):
         return CheckResult(ex.id, False, f"✗ {ex.id}: the self-check has one stored set of cases; call "
                                          "check(exercise_id, solution) without a seed.")
-    params = _engine.params_of(solution)
+    params = engine.params_of(solution)
     shown = f"{getattr(solution, '__name__', 'function')}({', '.join(n for n, _ in params or [])})"
-    problem = _engine.signature_problem(ex, params, shown)
+    problem = engine.signature_problem(ex, params, shown)
     if problem:
         return CheckResult(ex.id, False, problem)
     try:
@@ -135,29 +136,29 @@ def _check(exercise_id: str, solution: Callable, seed: int) -> CheckResult:
     except (OSError, KeyError, RuntimeError) as exc:
         return CheckResult(ex.id, False, f"✗ {ex.id}: the stored cases of the self-check cannot be read "
                                          f"({type(exc).__name__}); reinstall transformer_lib.")
-    findings = _engine.function_findings(ex, solution)
+    findings = guard.function_findings(ex, solution)
     calls: list = []
     outcomes = []
-    restore = _engine.install_tripwires(_engine.guarded_names(ex), calls.append)
+    restore = guard.install_tripwires(engine.guarded_names(ex), calls.append)
     try:
         for case in data["cases"]:
-            inputs = _engine.clone_inputs(_engine.decode_case(case))
+            inputs = engine.clone_inputs(engine.decode_case(case))
             try:
                 value = solution(**inputs)
             except NotImplementedError:
                 outcomes.append({"status": "not_implemented"})
                 break
-            except _engine.ForbiddenCall:
+            except guard.ForbiddenCall:
                 outcomes.append({"status": "error", "error": "a call of a forbidden function"})
                 break
             except Exception as err:  # noqa: BLE001 - any error in student code is reported, never raised
                 outcomes.append({"status": "error",
                                  "error": traceback.format_exception_only(type(err), err)[-1].strip()})
                 break
-            outcomes.append({"status": "ok", "value": _engine.portable(value)})
+            outcomes.append({"status": "ok", "value": engine.portable(value)})
     finally:
         restore()
-    findings += [_engine.call_finding(ex, name) for name in dict.fromkeys(calls)]
+    findings += [engine.call_finding(ex, name) for name in dict.fromkeys(calls)]
     if findings:
-        return _engine.no_credit(ex, findings)
-    return _engine.judge(ex, data["cases"], data["expected"], outcomes, data["mistakes"])
+        return engine.no_credit(ex, findings)
+    return engine.judge(ex, data["cases"], data["expected"], outcomes, data["mistakes"])

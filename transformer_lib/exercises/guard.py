@@ -8,7 +8,7 @@
   that report the call and raise :class:`ForbiddenCall`, a ``BaseException`` the student's code does not catch by
   accident; the original objects stay unreachable from the replacement.
 
-Private, like :mod:`transformer_lib._exercise_engine`, which re-exports these names.
+Used by the notebook self-check (:mod:`transformer_lib.exercises`) and by the grader (``scripts/grade.py``).
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def _chain(node) -> Optional[List[str]]:
             return None
 
 
-def _bound_names(stmt) -> List[str]:
+def bound_names(stmt) -> List[str]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [stmt.name]
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -91,7 +91,7 @@ def torch_reason(ex, qualname: str) -> Optional[str]:
     return dict(getattr(ex, "forbidden_torch", ()) or ()).get(qualname)
 
 
-def _torch_finding(shown: str, qualname: str, why: str) -> str:
+def torch_finding(shown: str, qualname: str, why: str) -> str:
     named = f"`{shown}`" if shown == qualname else f"`{shown}` ({qualname})"
     return f"it calls {named}, which {why}"
 
@@ -111,7 +111,7 @@ def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_ali
             :data:`TORCH_ALIASES`); the notebook's own imports of torch are added.
 
     Returns:
-        one sentence per finding, in the order found (empty: nothing to report).
+        A list with one sentence per finding, in the order found; empty when there is nothing to report.
     """
     forbidden_last = {q.rsplit(".", 1)[-1]: q for q in ex.forbidden}
     torch_forbidden = dict(getattr(ex, "forbidden_torch", ()) or ())
@@ -119,7 +119,7 @@ def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_ali
     bindings: Dict[str, ast.stmt] = {}
     aliases: Set[str] = set(library_aliases) | set(extra_library_names) | {LIBRARY}
     for stmt in statements:
-        for name in _bound_names(stmt):
+        for name in bound_names(stmt):
             bindings[name] = stmt
     findings: List[str] = []
 
@@ -170,7 +170,7 @@ def static_findings(ex, statements: Sequence[ast.stmt], target: str, library_ali
                 if chain and chain[0] in torch_map and not shadowed:
                     qualified = ".".join([torch_map[chain[0]]] + chain[1:])
                     if qualified in torch_forbidden:
-                        findings.append(_torch_finding(".".join(chain), qualified, torch_forbidden[qualified]))
+                        findings.append(torch_finding(".".join(chain), qualified, torch_forbidden[qualified]))
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 if node.id in bindings:
                     todo.append(bindings[node.id])
@@ -269,7 +269,7 @@ def function_findings(ex, fn: Callable) -> List[str]:
     fn_globals = getattr(fn, "__globals__", {}) or {}
     for value in held:
         if id(value) in torch_objects:
-            findings.append(_torch_finding(*torch_objects[id(value)][:1], *torch_objects[id(value)]))
+            findings.append(torch_finding(*torch_objects[id(value)][:1], *torch_objects[id(value)]))
     if code is not None:
         for name in sorted(_code_names(code)):
             if name not in fn_globals:
@@ -277,7 +277,7 @@ def function_findings(ex, fn: Callable) -> List[str]:
             value = fn_globals[name]
             if id(value) in torch_objects:
                 qualname, why = torch_objects[id(value)]
-                findings.append(_torch_finding(name, qualname, why))
+                findings.append(torch_finding(name, qualname, why))
             if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] == "torch":
                 torch_names[name] = value.__name__
             if id(value) in forbidden and name != getattr(fn, "__name__", None):
@@ -292,8 +292,8 @@ def function_findings(ex, fn: Callable) -> List[str]:
         return findings
     target = getattr(fn, "__name__", "")
     statements = list(tree.body)
-    if statements and target not in _bound_names(statements[0]):  # a lambda: bind it to its name
-        target = _bound_names(statements[0])[0] if _bound_names(statements[0]) else target
+    if statements and target not in bound_names(statements[0]):  # a lambda: bind it to its name
+        target = bound_names(statements[0])[0] if bound_names(statements[0]) else target
     findings += static_findings(ex, statements, target, ("tl",), library_names, torch_names)
     return list(dict.fromkeys(findings))
 
