@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -20,8 +18,7 @@ import torch.nn.functional as F
 from transformer_lib.attention import causal_mask
 from transformer_lib.multihead import MultiHeadAttention
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import figure, verdict  # noqa: E402
+from benchkit import figure, verdict
 
 
 def fwd_bwd(fn, x):

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchkit  # noqa: E402
-from benchkit import MiB, figure, verdict  # noqa: E402
+import benchkit
+from benchkit import MiB, figure, verdict
 
 KINDS = ("full", "linformer", "sparse_dense", "sparse_blocked")
 B, D, H = 4, 128, 4

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +22,7 @@ from transformer_lib import presets
 from transformer_lib.models import DecoderLM, DecoderLMConfig
 from transformer_lib.training import fit, lm_loss
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import figure, verdict  # noqa: E402
+from benchkit import figure, verdict
 
 TARGET = 0.9
 

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
 from transformer_lib.generation import generate
 from transformer_lib.models import DecoderLM, DecoderLMConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchkit import figure, verdict  # noqa: E402
+from benchkit import figure, verdict
 
 
 def timed(fn, device: torch.device):

@@ -26,17 +26,15 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchkit  # noqa: E402
-from transformer_lib import presets  # noqa: E402
-from benchkit import figure, verdict  # noqa: E402
+import benchkit
+from transformer_lib import presets
+from benchkit import figure, verdict
 
 #: A wider CPU setting than chapter 11's (``--settings-from default``).
 DEFAULT_CPU = dict(d_model=128, n_layers=4, n_heads=4, block_size=128, batch_size=32)

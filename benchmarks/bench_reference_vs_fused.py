@@ -24,15 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from contextlib import contextmanager
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import benchkit  # noqa: E402
-from benchkit import GiB, MiB, figure, verdict  # noqa: E402
+import benchkit
+from benchkit import GiB, MiB, figure, verdict
 
 B, H, D_HEAD = 1, 8, 32
 LENGTHS = (256, 512, 1024, 2048, 4096)

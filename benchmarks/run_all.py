@@ -38,8 +38,7 @@ from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-import benchkit  # noqa: E402
+import benchkit
 import chapter_times  # noqa: E402
 
 RESULTS = HERE / "results"
