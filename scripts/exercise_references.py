@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from transformer_lib.exercises import engine, guard  # noqa: E402
+from transformer_lib.exercises import engine  # noqa: E402
 from transformer_lib.exercises.catalogue import EXERCISES  # noqa: E402
 
 SELFCHECK_PATH = ROOT / "transformer_lib" / "exercises" / "data" / "selfcheck.pt"

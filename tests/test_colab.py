@@ -53,7 +53,7 @@ FAKE_COLAB = {
     "google/colab/output.py": "def enable_custom_widget_manager():\n"
                               '    """Colab: let ipywidgets 8 render. Here: nothing to do."""\n',
 }
-# Colab's kernel has google.colab imported at start-up; the kernel's PYTHONPATH holds the stand-in.
+# The kernel's PYTHONPATH holds the stand-in package (FAKE_COLAB, written by simulated_colab).
 STARTUP = """\
 # Simulated Colab (tests/test_colab.py): Colab's kernel has google.colab imported at start-up.
 import google.colab  # noqa: F401

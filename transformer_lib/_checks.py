@@ -6,6 +6,7 @@ and what was expected, so that a reader never meets a cryptic index error from d
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -90,6 +91,12 @@ def check_positive_int(name: str, value, allow_zero: bool = False) -> None:
     if value < 0 or (value == 0 and not allow_zero):
         want = "a non-negative int" if allow_zero else "a positive int"
         raise ValueError(f"{name} must be {want}, got {value}")
+
+
+def check_finite_above(name: str, value, low: float) -> None:
+    """Check that ``value`` is a (non-bool) finite int or float strictly greater than ``low``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= low:
+        raise ValueError(f"{name} must be a finite number > {low:g}, got {value!r}")
 
 
 def check_seed(seed) -> None:

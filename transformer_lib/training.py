@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ._checks import check_choice, check_positive_int, deferred_checks, raise_deferred
+from ._checks import check_choice, check_finite_above, check_positive_int, deferred_checks, raise_deferred
 
 # Data parallelism and checkpoints live in their own modules; re-exported here (documented there).
 from .checkpoints import load_checkpoint, save_checkpoint  # noqa: F401
@@ -597,10 +597,8 @@ def tune_lr(train: Callable[[float], dict], lr_start: float, factor: float = 10 
     """
     if not callable(train):
         raise TypeError(f"train must be a function of the learning rate, got {type(train).__name__} {train!r}")
-    for name, value, low in (("lr_start", lr_start, 0.0), ("factor", factor, 1.0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or value <= low:
-            raise ValueError(f"{name} must be a finite number > {low:g}, got {value!r}")
+    check_finite_above("lr_start", lr_start, 0.0)
+    check_finite_above("factor", factor, 1.0)
     check_positive_int("max_runs", max_runs)
     if max_runs < 2:
         raise ValueError(f"max_runs must be at least 2 (the search compares two rates first), got {max_runs}")
