@@ -3,6 +3,7 @@ import json
 import math
 import random
 import re
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -659,3 +660,113 @@ def test_tune_lr_bad_train():
         tr.tune_lr(3, 1e-3)
     with pytest.raises(TypeError, match="train must return a dict with a 'loss', got float 0.5"):
         tr.tune_lr(lambda lr: 0.5, 1e-3)
+
+
+# ---------------------------------------------------------------------------------------------- map_runs
+def _seeded_run(seed):
+    """A small training run that seeds itself: returns its model, its losses and one more random draw."""
+    tr.set_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    x = torch.randn(256, 6)
+    y = x[:, :3].argmax(1)
+    history = tr.fit(model, lambda step: (x[step % 8 * 32:][:32], y[step % 8 * 32:][:32]), tr.classification_loss,
+                     steps=40, lr=1e-2, seed=seed)
+    return model, history.train_loss, (random.random(), np.random.rand(), torch.rand(2))
+
+
+# map_runs forks its workers on Linux without a GPU; elsewhere it runs the calls in this process (tested below)
+forking = pytest.mark.skipif(not sys.platform.startswith("linux") or torch.cuda.is_available(),
+                             reason="map_runs forks worker processes only on Linux without a GPU")
+
+
+@forking
+def test_map_runs_equals_the_loop_bit_for_bit_and_leaves_its_random_state():
+    torch.set_num_threads(1)
+    parallel = tr.map_runs(_seeded_run, [3, 1, 4, 1], processes=2)
+    after_parallel = (random.random(), np.random.rand(), torch.rand(3))
+    serial = [_seeded_run(seed) for seed in [3, 1, 4, 1]]
+    after_serial = (random.random(), np.random.rand(), torch.rand(3))
+    for (m_p, loss_p, draw_p), (m_s, loss_s, draw_s) in zip(parallel, serial):
+        assert loss_p == loss_s
+        assert draw_p[:2] == draw_s[:2] and torch.equal(draw_p[2], draw_s[2])
+        for p, q in zip(m_p.state_dict().values(), m_s.state_dict().values()):
+            assert torch.equal(p, q)
+    assert after_parallel[:2] == after_serial[:2] and torch.equal(after_parallel[2], after_serial[2])
+
+
+@forking
+def test_map_runs_uses_other_processes_and_takes_closures():
+    import os
+
+    offset = 10
+    pids = tr.map_runs(lambda i: (os.getpid(), i + offset), range(6), processes=2)
+    assert [i for _, i in pids] == list(range(10, 16))           # in the order of the items
+    assert os.getpid() not in {pid for pid, _ in pids}
+    assert tr.map_runs(lambda i: (os.getpid(), i), [0], processes=2)[0][0] == os.getpid()   # one item: here
+
+
+@forking
+def test_map_runs_prints_what_the_calls_print_in_order(capsys):
+    def shout(i):
+        print(f"run {i}")
+        print(f"warning {i}", file=sys.stderr)
+        return i
+
+    assert tr.map_runs(shout, range(4), processes=2) == [0, 1, 2, 3]
+    captured = capsys.readouterr()
+    assert captured.out == "".join(f"run {i}\n" for i in range(4))
+    assert captured.err == "".join(f"warning {i}\n" for i in range(4))
+
+
+class _Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("cannot pickle")
+
+
+@forking
+def test_map_runs_raises_a_workers_exception_with_its_traceback():
+    def fail_on_two(i):
+        if i == 2:
+            raise KeyError("two")
+        return i
+
+    with pytest.raises(KeyError, match="two") as info:
+        tr.map_runs(fail_on_two, range(4), processes=2)
+    if hasattr(info.value, "__notes__"):
+        assert "fail_on_two" in info.value.__notes__[0]
+
+    def unpicklable(i):
+        raise _Unpicklable("odd")
+
+    with pytest.raises(RuntimeError, match="_Unpicklable: odd"):
+        tr.map_runs(unpicklable, range(2), processes=2)
+
+
+def test_map_runs_in_process_when_asked_for_one(monkeypatch):
+    seen = []
+    assert tr.map_runs(lambda i: seen.append(i) or i * i, range(3), processes=1) == [0, 1, 4]
+    assert seen == [0, 1, 2]                                     # side effects happen here: no worker
+    monkeypatch.setenv("BOOK_PROCESSES", "1")
+    seen.clear()
+    tr.map_runs(lambda i: seen.append(i), range(3))
+    assert seen == [0, 1, 2]
+    assert tr.map_runs(abs, []) == []
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(fn=3, items=[1]), TypeError, r"fn must be callable, got int 3"),
+    (dict(fn=abs, items=5), TypeError, r"items must be an iterable .* got int 5"),
+    (dict(fn=abs, items="abc"), TypeError, r"items must be an iterable .* got str 'abc'"),
+    (dict(fn=abs, items=[1], processes=0), ValueError, r"processes must be a positive int, got 0"),
+    (dict(fn=abs, items=[1], processes=1.5), TypeError, r"processes must be an int, got float 1.5"),
+])
+def test_map_runs_bad_arguments(kwargs, error, match):
+    fn, items = kwargs.pop("fn"), kwargs.pop("items")
+    with pytest.raises(error, match=match):
+        tr.map_runs(fn, items, **kwargs)
+
+
+def test_map_runs_bad_environment(monkeypatch):
+    monkeypatch.setenv("BOOK_PROCESSES", "two")
+    with pytest.raises(ValueError, match=r"BOOK_PROCESSES must be a positive integer, got 'two'"):
+        tr.map_runs(abs, [1, 2])
