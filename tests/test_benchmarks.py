@@ -296,3 +296,13 @@ def test_fit_overhead_quick(capsys):
     """fit against a minimal hand loop: the figure is the ratio of the run's own median times."""
     res, figs = run_quick("bench_fit_overhead", capsys)
     check_figure(figs, "fit_over_hand_loop_steps_per_s", res["ratio"], 2, target=0.9, at_most=False)
+
+
+@pytest.mark.slow
+def test_map_runs_quick(capsys):
+    """map_runs against the loop: bit-identical results, and the printed figures are the run's own ratios."""
+    res, figs = run_quick("bench_map_runs", capsys)
+    assert figs["map_runs_identical_results"]["verdict"] == "PASS"
+    assert value(figs, "map_runs_processes") == res["processes"]
+    check_figure(figs, "map_runs_speedup", res["speedup"], 2)
+    check_figure(figs, "map_runs_efficiency", res["efficiency"], 2, target=0.75, at_most=False)

@@ -770,3 +770,17 @@ def test_map_runs_bad_environment(monkeypatch):
     monkeypatch.setenv("BOOK_PROCESSES", "two")
     with pytest.raises(ValueError, match=r"BOOK_PROCESSES must be a positive integer, got 'two'"):
         tr.map_runs(abs, [1, 2])
+
+
+def test_map_runs_processes_counts_cores_runs_and_the_environment(monkeypatch):
+    monkeypatch.delenv("BOOK_PROCESSES", raising=False)
+    forks = sys.platform.startswith("linux") and not torch.cuda.is_available()
+    cores = len(__import__("os").sched_getaffinity(0)) if forks else 1
+    assert tr.map_runs_processes(0) == 1
+    assert tr.map_runs_processes(1, processes=8) == 1
+    assert tr.map_runs_processes(100) == (cores if forks else 1)
+    assert tr.map_runs_processes(5, processes=3) == (3 if forks else 1)
+    monkeypatch.setenv("BOOK_PROCESSES", "2")
+    assert tr.map_runs_processes(10) == (2 if forks else 1)
+    with pytest.raises(ValueError, match=r"n_items must be a non-negative int, got -1"):
+        tr.map_runs_processes(-1)

@@ -1,4 +1,4 @@
-"""Training: device, seeding, learning-rate warm-up, the ``fit`` loop and evaluation.
+"""Training: device, seeding, learning-rate warm-up, the ``fit`` loop, evaluation, and independent runs side by side.
 
 Every chapter trains its models through :func:`fit`, so a chapter states *what* is learned (a model, a
 ``get_batch(step)`` function and a loss) and never re-writes the loop. The same call runs unchanged on a CPU, a GPU,
@@ -665,9 +665,17 @@ def _silence_worker() -> None:
     sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
 
 
-def _run_processes(processes: Optional[int], n_items: int) -> int:
-    """How many worker processes map_runs uses for ``n_items`` calls (1: the calls run in this process)."""
-    if processes is None:
+def map_runs_processes(n_items: int, processes: Optional[int] = None) -> int:
+    """How many worker processes :func:`map_runs` uses for ``n_items`` calls (1: the calls run in this process).
+
+    Args:
+        n_items: the number of calls.
+        processes: as for :func:`map_runs`.
+    """
+    check_positive_int("n_items", n_items, allow_zero=True)
+    if processes is not None:
+        check_positive_int("processes", processes)
+    else:
         raw = os.environ.get("BOOK_PROCESSES", "").strip()
         if raw:
             if not raw.isdigit() or int(raw) < 1:
@@ -718,10 +726,8 @@ def map_runs(fn: Callable, items: Iterable, *, processes: Optional[int] = None) 
     if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise TypeError(f"items must be an iterable of arguments for fn (a list, a tuple, a range ...), "
                         f"got {type(items).__name__} {items!r}")
-    if processes is not None:
-        check_positive_int("processes", processes)
     items = list(items)
-    n_processes = _run_processes(processes, len(items))
+    n_processes = map_runs_processes(len(items), processes)
     if n_processes == 1:
         return [fn(item) for item in items]
 
