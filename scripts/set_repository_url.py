@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from booktools import colab, notebooks  # noqa: E402
+import make_colab_edition  # noqa: E402  (scripts/ is this script's folder, first on sys.path)
+from booktools import notebooks  # noqa: E402
 
 
 def rewrite_config(url: str, baseurl: str | None) -> None:
@@ -87,19 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         rewrite_config(url, args.baseurl)
 
     stale = sync_setup_cells(args.check)
-    try:
-        files = colab.build()
-    except colab.ConversionError as exc:
-        print(f"set_repository_url: the Colab edition was not regenerated: {exc}", file=sys.stderr)
-        return 1
-    if args.check:
-        edition = [notebooks.relative(p) for p in colab.stale(files)]
-        for name in edition:
-            print(f"{name}: out of date")
-        return 1 if stale or edition else 0
-    changed = colab.write(files)
-    print(f"colab/: {len(changed)} notebook(s) rewritten; set-up cells: {len(stale)} chapter(s) updated")
-    return 0
+    print(f"set-up cells: {len(stale)} chapter(s) {'out of date' if args.check else 'updated'}")
+    # The Colab edition carries the URL too: regenerate it (or check it) as `make colab` does.
+    edition = make_colab_edition.main(["--check"] if args.check else [])
+    return 1 if stale and args.check else edition
 
 
 if __name__ == "__main__":

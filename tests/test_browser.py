@@ -27,6 +27,7 @@ from bs4 import BeautifulSoup
 
 ROOT = Path(__file__).resolve().parents[1]
 from booktools import notebooks  # noqa: E402
+from test_built_book import article_text  # noqa: E402  (pytest puts this folder on sys.path)
 
 HTML = ROOT / "_build" / "html"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -103,14 +104,6 @@ def console_errors(stderr: str) -> list[str]:
             if "CONSOLE" in line and re.search(r"Uncaught|Error:", line)]
 
 
-def visible_text(document: BeautifulSoup) -> str:
-    article = document.find("article") or document
-    clone = BeautifulSoup(str(article), "html.parser")
-    for tag in clone.select("script, style, pre, code, mjx-container, .cell_input"):
-        tag.decompose()
-    return clone.get_text(" ")
-
-
 @pytest.mark.parametrize("name", PAGES)
 def test_page_in_browser(chromium, server, name):
     static = BeautifulSoup((HTML / f"{name}.html").read_text(encoding="utf-8"), "html.parser")
@@ -132,7 +125,7 @@ def test_page_in_browser(chromium, server, name):
     if math_elements:
         assert len(typeset) >= len(math_elements), (
             f"{name}: MathJax typeset {len(typeset)} of {len(math_elements)} math elements")
-    text = visible_text(dom)
+    text = article_text(dom, drop="script, style, pre, code, mjx-container, .cell_input")  # outputs stay
     for raw in ("$$", "\\(", "\\["):
         assert raw not in text, f"{name}: raw TeX {raw!r} left in the page"
 

@@ -54,11 +54,12 @@ def html_pages() -> list[Path]:
                   and "_sources" not in p.parts)
 
 
-def prose_text(document: BeautifulSoup) -> str:
-    """Visible text of the article, without code, scripts and outputs of code cells."""
+def article_text(document: BeautifulSoup, drop: str = "pre, code, script, style, .cell_output, .cell_input") -> str:
+    """Text of the page's article without the elements the CSS selector `drop` matches (by default code, scripts
+    and code cells with their outputs: the prose)."""
     article = document.find("article") or document
     clone = BeautifulSoup(str(article), "html.parser")
-    for tag in clone.select("pre, code, script, style, .cell_output, .cell_input"):
+    for tag in clone.select(drop):
         tag.decompose()
     return clone.get_text(" ")
 
@@ -148,7 +149,7 @@ def test_chapter_exercises_rendered(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
 def test_chapter_roles_resolved(chapter):
     """No raw MyST left in the prose: every glue, citation, term and reference was resolved."""
-    text = prose_text(soup(page(chapter)))
+    text = article_text(soup(page(chapter)))
     for raw in ("{glue", "{cite", "{term", "{ref", "{doc", "{numref", "```", ":::"):
         assert raw not in text, f"{notebooks.relative(chapter)}: unresolved {raw!r} in the page"
 

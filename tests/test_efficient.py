@@ -191,13 +191,18 @@ def test_causal_sparse_output_ignores_the_future(impl):
     assert not torch.allclose(sp(x2, causal=True)[:, 11:], out[:, 11:])
 
 
-def test_sparse_kv_cache_decoding_equals_full_sequence():
-    sp = SparseAttention(D, H, window=2, n_global=1, n_random=2, seed=3).eval()
+@pytest.mark.parametrize("options, prompt", [
+    (dict(window=2, n_global=1, n_random=2, seed=3), 4),
+    (dict(window=1, n_global=0, n_random=1, seed=2, global_positions=(3,)), 5),   # a fixed global position
+])
+def test_sparse_kv_cache_decoding_equals_full_sequence(options, prompt):
+    """A prompt of `prompt` tokens, then one token a step through the cache: the outputs of the full sequence."""
+    sp = SparseAttention(D, H, **options).eval()
     x = torch.randn(2, 12, D)
     full = sp(x, causal=True)
     cache = LayerCache()
-    steps = [sp(x[:, :4], causal=True, cache=cache)] + [sp(x[:, i:i + 1], causal=True, cache=cache)
-                                                          for i in range(4, 12)]
+    steps = [sp(x[:, :prompt], causal=True, cache=cache)] + [sp(x[:, i:i + 1], causal=True, cache=cache)
+                                                               for i in range(prompt, 12)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full)
 
 
@@ -399,13 +404,3 @@ def test_global_positions_bad_input():
         random_links(10, 1, global_positions=(10,))
     with pytest.raises(ValueError, match=r"a cache needs non-negative global_positions .* got global_positions=\(-1,\)"):
         SparseAttention(D, H, window=1, global_positions=(-1,))(torch.randn(1, 4, D), causal=True, cache=LayerCache())
-
-
-def test_kv_cache_decoding_with_a_fixed_global_position():
-    sp = SparseAttention(D, H, window=1, n_global=0, n_random=1, seed=2, global_positions=(3,)).eval()
-    x = torch.randn(2, 12, D)
-    full = sp(x, causal=True)
-    cache = LayerCache()
-    steps = [sp(x[:, :5], causal=True, cache=cache)] + [sp(x[:, i:i + 1], causal=True, cache=cache)
-                                                          for i in range(5, 12)]
-    torch.testing.assert_close(torch.cat(steps, dim=1), full)
