@@ -223,7 +223,7 @@ def test_visible_positions():
 
 
 def test_mask_for_windows_are_the_sparse_patterns():
-    from transformer_lib.sparse import sparse_pattern
+    from transformer_lib.efficient import sparse_pattern
     for n in (1, 5, 9):
         for window in (1, 2, 4, n + 1):
             assert torch.equal(W.mask_for("local", n, window=window), sparse_pattern(n, window))

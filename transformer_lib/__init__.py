@@ -3,11 +3,11 @@
 Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score functions, softmax attention),
 :mod:`~transformer_lib.multihead`, :mod:`~transformer_lib.positional`, :mod:`~transformer_lib.blocks`,
 :mod:`~transformer_lib.models`, :mod:`~transformer_lib.rnn`, :mod:`~transformer_lib.efficient`
-(with :mod:`~transformer_lib.sparse`), :mod:`~transformer_lib.generation`, :mod:`~transformer_lib.tokenizers`,
+(Linformer, sparse attention), :mod:`~transformer_lib.generation`, :mod:`~transformer_lib.tokenizers`,
 :mod:`~transformer_lib.tasks` (with :mod:`~transformer_lib.translation_task`),
 :mod:`~transformer_lib.data` (batches; re-exports the other two), :mod:`~transformer_lib.training`
 (with :mod:`~transformer_lib.losses`, :mod:`~transformer_lib.distributed` and
-:mod:`~transformer_lib.checkpoints`), :mod:`~transformer_lib.interop` (with :mod:`~transformer_lib.huggingface`),
+:mod:`~transformer_lib.checkpoints`), :mod:`~transformer_lib.interop` (PyTorch, Hugging Face),
 :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`, :mod:`~transformer_lib.exercises`,
 :mod:`~transformer_lib.presets` (settings a chapter shares with the benchmarks).
 """
@@ -24,9 +24,9 @@ from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePosition, Ro
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient", "sparse",
+_SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient",
                "generation", "tokenizers", "tasks", "translation_task", "data", "training", "losses", "distributed",
-               "checkpoints", "interop", "huggingface", "plotting", "diagrams", "widgets", "exercises", "ledger",
+               "checkpoints", "interop", "plotting", "diagrams", "widgets", "exercises", "ledger",
                "notebook", "presets")
 
 

@@ -12,7 +12,7 @@ from ._checks import check_choice, check_positive_int, check_tensor
 from .attention import causal_mask, combine_masks, padding_mask
 from .plotting import mask_figure, positional_matrix
 from .positional import sinusoidal_table
-from .sparse import sparse_pattern
+from .efficient import sparse_pattern
 from ._widget_base import (_check_index, _check_tokens, _entropy, _explorer, _figure, _require_widgets,
                            _show_token, _token_grid)
 
@@ -108,7 +108,7 @@ _USES_WINDOW = ("sliding", "local")
 
 def mask_for(kind: str, n: int, length: Optional[int] = None, window: Optional[int] = None) -> torch.Tensor:
     """A (n, n) attention mask of one kind (True = query i may attend to key j), built from the library's masks
-    (the windows from :func:`~transformer_lib.sparse.sparse_pattern`).
+    (the windows from :func:`~transformer_lib.efficient.sparse.sparse_pattern`).
 
     Kinds: ``'none'`` (all True); ``'causal'`` (j ≤ i); ``'padding'`` (keys j < length are real);
     ``'causal+padding'``;

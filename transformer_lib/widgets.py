@@ -18,8 +18,8 @@ ipywidgets is imported only inside the ``*_explorer`` functions: the pure and pl
 
 This module is the explorers' one namespace; they are written in three private modules by what they show
 (attention weights; positions, masks and scaling; a model's outputs and costs), on shared helpers. They compute
-through the library (masks from :mod:`~transformer_lib.attention` and :mod:`~transformer_lib.sparse`, FLOPs from
-:func:`~transformer_lib.efficient.flops_per_layer`, sampling from :mod:`~transformer_lib.generation`) and draw their
+through the library (masks from :mod:`~transformer_lib.attention` and :mod:`~transformer_lib.efficient.sparse`, FLOPs from
+:func:`~transformer_lib.efficient.kinds.flops_per_layer`, sampling from :mod:`~transformer_lib.generation`) and draw their
 heatmaps, masks and positional tables through :mod:`~transformer_lib.plotting`.
 """
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""Interoperability: turn PyTorch's and Hugging Face's Transformer modules into the library's, weight for weight.
-
-The converted module computes the same function as the original (in evaluation mode, up to float rounding), so a
-chapter can check the library against code that millions of people use, and can load a pretrained checkpoint
-(GPT-2, a Marian translation model) into the classes it has built. The PyTorch conversions live here; the Hugging
-Face ones in :mod:`~transformer_lib.huggingface`, re-exported here (``tl.interop.from_hf`` is
-``tl.huggingface.from_hf``).
-
-Conventions at the boundary — read these before passing masks across:
-
-* **Masks.** The library's masks are boolean with ``True`` = *may attend* (the convention of
-  :func:`torch.nn.functional.scaled_dot_product_attention`). ``torch.nn.MultiheadAttention`` and
-  ``nn.Transformer*Layer`` use the opposite: ``key_padding_mask`` ``True`` = *ignore this key*, a boolean
-  ``attn_mask`` ``True`` = *not allowed*, and a float ``attn_mask`` is *added* to the scores (``-inf`` = not
-  allowed). :func:`mask_from_torch` converts. Hugging Face's ``attention_mask`` (B, S) with 1 = real token already
-  has the library's meaning: pass ``attention_mask.bool()`` as ``src_mask``.
-* **Layout.** The library is batch-first. A module converted from ``batch_first=False`` takes (B, T, D): transpose
-  its (T, B, D) inputs.
-* **Causality.** ``nn.TransformerDecoderLayer`` is causal only when given a ``tgt_mask``; the library's
-  :class:`~transformer_lib.blocks.DecoderBlock` is causal by default (``causal=True``).
-* **Fully masked rows.** A query with no key left gives NaN in PyTorch and zeros in the library.
+"""PyTorch's Transformer modules (``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer``,
+``nn.TransformerDecoderLayer``) as the library's, weight for weight, and back (:func:`to_torch`); PyTorch's masks
+in the library's convention (:func:`mask_from_torch`). The conventions at the boundary are those of the package,
+:mod:`~transformer_lib.interop`.
 """
 from __future__ import annotations
 
@@ -28,15 +11,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from .._checks import check_positive_int, check_tensor
 from ._weight_copy import _copy, _copy_linear, _copy_norm, _like, _norm_eps
-from .attention import combine_masks
-from .blocks import DecoderBlock, EncoderBlock
-# Re-exported so that ``tl.interop`` is the one place to convert from (documented in their own module, so not
-# listed in __all__).
-from .huggingface import (SUPPORTED_HF, from_hf, hub_available, load_pretrained_gpt2,  # noqa: F401
-                          load_pretrained_marian, weights_from_hf)
-from .multihead import MultiHeadAttention
+from ..attention import combine_masks
+from ..blocks import DecoderBlock, EncoderBlock
+from ..multihead import MultiHeadAttention
 
 __all__ = ["SUPPORTED_TORCH", "mask_from_torch", "from_torch", "to_torch"]
 

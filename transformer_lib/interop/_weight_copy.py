@@ -1,5 +1,5 @@
-"""Copying weights into the library's modules: shared by the conversions from PyTorch (:mod:`~transformer_lib.interop`)
-and from Hugging Face (:mod:`~transformer_lib.huggingface`)."""
+"""Copying weights into the library's modules: shared by the conversions from PyTorch
+(:mod:`~transformer_lib.interop.pytorch`) and from Hugging Face (:mod:`~transformer_lib.interop.huggingface`)."""
 from __future__ import annotations
 
 from typing import Optional

@@ -7,7 +7,7 @@ question tokens; Beltagy et al., 2020). :func:`sparse_pattern` builds the patter
 boolean mask (exact, but the dense kernel still pays for ``n²`` scores); :func:`blocked_sparse_attention` computes
 the same function block by block in ``O(n · (window + n_global + n_random))`` memory; :class:`SparseAttention` is
 the layer, a drop-in replacement for :class:`~transformer_lib.multihead.MultiHeadAttention`.
-:mod:`~transformer_lib.efficient` re-exports these names next to Linformer and the cost accounting.
+The package :mod:`~transformer_lib.efficient` exports these names next to Linformer and the kinds by name.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_positive_int, check_same_device, check_seed, check_tensor
-from .attention import check_mask, combine_masks, masked_softmax, scaled_dot_product_attention
-from .multihead import LayerCache, MultiHeadAttention, merge_heads, split_heads
+from .._checks import check_choice, check_positive_int, check_same_device, check_seed, check_tensor
+from ..attention import check_mask, combine_masks, masked_softmax, scaled_dot_product_attention
+from ..multihead import LayerCache, MultiHeadAttention, merge_heads, split_heads
 
 __all__ = ["SparseAttention", "sparse_pattern", "random_links", "blocked_sparse_attention"]
 
@@ -426,8 +426,9 @@ class SparseAttention(MultiHeadAttention):
         return self._cached("pattern", seq_len, causal, device)
 
     def density(self, seq_len: int, causal: bool = False) -> float:
-        """Fraction of the ``seq_len²`` (query, key) pairs the pattern allows (see :func:`~transformer_lib.efficient.attention_pairs`)."""
-        check_positive_int("n", seq_len)  # the checks (and messages) of efficient.attention_pairs('sparse', n, ...)
+        """Fraction of the ``seq_len²`` (query, key) pairs the pattern allows
+        (see :func:`~transformer_lib.efficient.kinds.attention_pairs`)."""
+        check_positive_int("n", seq_len)  # the checks (and messages) of attention_pairs('sparse', n, ...)
         _check_pattern_args(seq_len, self.window, self.n_global, self.n_random, 0, self.global_positions)
         return _sparse_pairs(seq_len, self.window, self.n_global, self.n_random, causal,
                              self.global_positions) / (seq_len * seq_len)

@@ -8,7 +8,8 @@ download checkpoints (Colab); nothing here touches the network otherwise. ``tran
 a function needs it (``pip install "transformer_lib[hf]"``).
 
 Hugging Face's ``attention_mask`` (B, S) with 1 = real token has the library's meaning: pass
-``attention_mask.bool()`` as ``src_mask``. :mod:`~transformer_lib.interop` re-exports everything public here.
+``attention_mask.bool()`` as ``src_mask``. The package :mod:`~transformer_lib.interop` exports
+everything public here.
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ import torch
 from torch import nn
 
 from ._weight_copy import _copy, _copy_linear, _copy_norm, _like, _norm_eps, _same_tensor
-from .blocks import AttentionWeights
-from .models import DecoderLM, DecoderLMConfig, EncoderDecoder, EncoderDecoderConfig
-from .multihead import MultiHeadAttention
-from .positional import sinusoidal_table
+from ..blocks import AttentionWeights
+from ..models import DecoderLM, DecoderLMConfig, EncoderDecoder, EncoderDecoderConfig
+from ..multihead import MultiHeadAttention
+from ..positional import sinusoidal_table
 
 __all__ = [
     "SUPPORTED_HF",
