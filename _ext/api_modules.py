@@ -11,11 +11,13 @@ Used by ``api.md`` so that adding a library module to the API reference is one l
 
 Each line names a module of ``transformer_lib``; the directive makes a section titled
 ``transformer_lib.<name>`` that holds ``.. automodule:: transformer_lib.<name>`` (members,
-as configured by ``autodoc_default_options`` in ``_config.yml``).
+as configured by ``autodoc_default_options`` in ``_config.yml``). A package's section documents only what its
+``__init__`` defines itself: the names it imports from its modules are documented there.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 from docutils import nodes
@@ -55,8 +57,12 @@ class ApiModules(SphinxDirective):
             section_id = nodes.make_id(f"api-{name}")
             section = nodes.section(ids=[section_id], names=[nodes.fully_normalize_name(module)])
             section += nodes.title(module, "", nodes.literal(module, module))
-            body = StringList([f".. automodule:: {module}"], source=source,
-                              items=[(source, self.content_offset + offset)])
+            lines = [f".. automodule:: {module}"]
+            if importlib.util.find_spec(module).submodule_search_locations is not None:
+                # A package: its __init__ imports its modules' names (its __all__); they are documented in their
+                # own modules' sections, so the package's section shows only what __init__ itself defines.
+                lines.append("   :ignore-module-all:")
+            body = StringList(lines, source=source, items=[(source, self.content_offset + offset)] * len(lines))
             self.state.nested_parse(body, self.content_offset + offset, section)
             self.state.document.note_implicit_target(section, section)
             sections.append(section)

@@ -106,7 +106,7 @@ def check(exercise_id: str, solution: Callable, seed: int = 0, verbose: bool = T
         verbose: print the message.
 
     Returns:
-        a :class:`CheckResult` (truthy when passed). It shows nothing as a notebook cell's value, so the message
+        a :class:`~transformer_lib.exercises.engine.CheckResult` (truthy when passed). It shows nothing as a notebook cell's value, so the message
         appears once.
     """
     result = _check(exercise_id, solution, seed)
