@@ -1,5 +1,5 @@
 """What the explorers of :mod:`~transformer_lib.widgets` share: input checks, figures without ``pyplot``, the
-PNG/text outputs of a view, and the ``_explorer`` that wires controls to a render function (private)."""
+PNG/text outputs of a view, and the ``_explorer`` that wires controls to a render function."""
 from __future__ import annotations
 
 import base64
@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
-from ._checks import check_tensor
+from .._checks import check_tensor
 
 ArrayLike = Union[torch.Tensor, np.ndarray]
 _DPI = 90  # small PNGs keep the executed notebooks light

@@ -1,5 +1,5 @@
 """Explorers of what shapes the scores: sinusoidal positions, masks and the 1/√d_k scaling (chapters 5, 6, 8, 9
-and 12). Private: :mod:`~transformer_lib.widgets` re-exports them."""
+and 12). The package :mod:`~transformer_lib.widgets` exports the explorers."""
 from __future__ import annotations
 
 import math
@@ -8,12 +8,12 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ._checks import check_choice, check_positive_int, check_tensor
-from .attention import causal_mask, combine_masks, padding_mask
-from .plotting import mask_figure, positional_matrix
-from .positional import sinusoidal_table
-from .efficient import sparse_pattern
-from ._widget_base import (_check_index, _check_tokens, _entropy, _explorer, _figure, _require_widgets,
+from .._checks import check_choice, check_positive_int, check_tensor
+from ..attention import causal_mask, combine_masks, padding_mask
+from ..plotting import mask_figure, positional_matrix
+from ..positional import sinusoidal_table
+from ..efficient import sparse_pattern
+from .base import (_check_index, _check_tokens, _entropy, _explorer, _figure, _require_widgets,
                            _show_token, _token_grid)
 
 

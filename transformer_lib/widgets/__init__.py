@@ -16,26 +16,27 @@ static HTML of the book shows the first view even though no kernel is running be
 ipywidgets is imported only inside the ``*_explorer`` functions: the pure and plotting functions work without it
 (``pip install "transformer_lib[widgets]"`` adds it).
 
-This module is the explorers' one namespace; they are written in three private modules by what they show
-(attention weights; positions, masks and scaling; a model's outputs and costs), on shared helpers. They compute
+The package's modules hold the explorers by what they show: :mod:`~transformer_lib.widgets.weights` (attention
+weights), :mod:`~transformer_lib.widgets.scores` (positions, masks and scaling) and
+:mod:`~transformer_lib.widgets.outputs` (a model's outputs and costs), on the helpers of
+:mod:`~transformer_lib.widgets.base`; every explorer and building block is importable from the package
+(``tl.widgets.mask_explorer``, ``tl.widgets.mask_for``). They compute
 through the library (masks from :mod:`~transformer_lib.attention` and :mod:`~transformer_lib.efficient.sparse`, FLOPs from
 :func:`~transformer_lib.efficient.kinds.flops_per_layer`, sampling from :mod:`~transformer_lib.generation`) and draw their
 heatmaps, masks and positional tables through :mod:`~transformer_lib.plotting`.
 """
 from __future__ import annotations
 
-from ._explore_attention import (PROJECTIONS, attention_explorer, head_weights, heads_explorer,  # noqa: F401
+from .weights import (PROJECTIONS, attention_explorer, head_weights, heads_explorer,  # noqa: F401
                                  plot_head, plot_query_attention, plot_self_attention, query_attention,
                                  self_attention_explorer, self_attention_weights)
-from ._explore_models import (attention_cost, cost_explorer, next_token_distribution, plot_cost,  # noqa: F401
+from .outputs import (attention_cost, cost_explorer, next_token_distribution, plot_cost,  # noqa: F401
                               plot_next_token, sampling_explorer, translation_explorer, translation_html,
                               translation_rows)
-from ._explore_scores import (MASK_KINDS, mask_explorer, mask_for, plot_mask, plot_sinusoidal,  # noqa: F401
+from .scores import (MASK_KINDS, mask_explorer, mask_for, plot_mask, plot_sinusoidal,  # noqa: F401
                               plot_softmax_scaling, position_similarity, sinusoidal_explorer,
                               softmax_stats, softmax_temperature_explorer, visible_positions)
 
-# The API reference documents the explorers; their building blocks above stay importable from here
-# (``tl.widgets.mask_for``, ``tl.widgets.attention_cost`` …) for the chapters and the tests.
 __all__ = [
     "attention_explorer",
     "cost_explorer",

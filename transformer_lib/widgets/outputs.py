@@ -1,5 +1,5 @@
 """Explorers of a model's outputs and costs: sampling the next token, the quadratic cost, translations side by
-side (chapters 3, 10, 11 and 12). Private: :mod:`~transformer_lib.widgets` re-exports them."""
+side (chapters 3, 10, 11 and 12). The package :mod:`~transformer_lib.widgets` exports the explorers."""
 from __future__ import annotations
 
 import html
@@ -8,10 +8,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from ._checks import check_positive_int
-from .efficient import flops_per_layer
-from .generation import apply_temperature, top_k_filter
-from ._widget_base import (ArrayLike, _as_tensor, _check_index, _check_number, _check_tokens, _entropy, _explorer,
+from .._checks import check_positive_int
+from ..efficient import flops_per_layer
+from ..generation import apply_temperature, top_k_filter
+from .base import (ArrayLike, _as_tensor, _check_index, _check_number, _check_tokens, _entropy, _explorer,
                            _figure, _html_output, _require_widgets, _show_token,
                            _token_axis)
 

@@ -1,5 +1,5 @@
 """Explorers of attention weights: one query over the keys, bare self-attention, the heads of a trained model
-(chapters 3, 4, 7 and 10). Private: :mod:`~transformer_lib.widgets` re-exports them."""
+(chapters 3, 4, 7 and 10). The package :mod:`~transformer_lib.widgets` exports the explorers."""
 from __future__ import annotations
 
 import math
@@ -9,13 +9,13 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from ._checks import check_choice
-from ._widget_base import (ArrayLike, _as_tensor, _check_index, _check_number, _check_tokens, _explorer, _figure,
+from .._checks import check_choice
+from .base import (ArrayLike, _as_tensor, _check_index, _check_number, _check_tokens, _explorer, _figure,
                            _require_widgets, _show_token, _token_axis, _token_grid,
                            _token_options)
-from .attention import attention_reference
-from .blocks import AttentionWeights
-from .plotting import attention_heatmap
+from ..attention import attention_reference
+from ..blocks import AttentionWeights
+from ..plotting import attention_heatmap
 
 
 # ----------------------------------------------------------------------------------------------------------------
