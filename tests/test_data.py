@@ -288,9 +288,9 @@ def test_translation_bad_input():
 
 
 def test_docstring_examples_are_true():
-    from transformer_lib import tasks, tokenizers, translation_task
+    from transformer_lib.data import batching, tasks, tokenizers, translation
 
-    results = [doctest.testmod(module, verbose=False) for module in (D, tasks, translation_task, tokenizers)]
+    results = [doctest.testmod(module, verbose=False) for module in (batching, tasks, translation, tokenizers)]
     assert sum(r.attempted for r in results) >= 3 and all(r.failed == 0 for r in results)
 
 

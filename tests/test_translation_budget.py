@@ -1,7 +1,7 @@
 """Tests of what chapter 10's budget sweep adds to the translation task: the far split of distant subjects."""
 import pytest
 
-from transformer_lib import translation_task as T
+from transformer_lib.data import translation as T
 
 
 def test_long_range_data_keeps_distance_length_and_rule():

@@ -3,9 +3,8 @@
 Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score functions, softmax attention),
 :mod:`~transformer_lib.multihead`, :mod:`~transformer_lib.positional`, :mod:`~transformer_lib.blocks`,
 :mod:`~transformer_lib.models`, :mod:`~transformer_lib.rnn`, :mod:`~transformer_lib.efficient`
-(Linformer, sparse attention), :mod:`~transformer_lib.generation`, :mod:`~transformer_lib.tokenizers`,
-:mod:`~transformer_lib.tasks` (with :mod:`~transformer_lib.translation_task`),
-:mod:`~transformer_lib.data` (batches; re-exports the other two), :mod:`~transformer_lib.training`
+(Linformer, sparse attention), :mod:`~transformer_lib.generation`,
+:mod:`~transformer_lib.data` (tokenizers, the synthetic tasks, the corpus, batches), :mod:`~transformer_lib.training`
 (with :mod:`~transformer_lib.losses`, :mod:`~transformer_lib.distributed` and
 :mod:`~transformer_lib.checkpoints`), :mod:`~transformer_lib.interop` (PyTorch, Hugging Face),
 :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`, :mod:`~transformer_lib.exercises`,
@@ -25,7 +24,7 @@ from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePosition, Ro
 __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient",
-               "generation", "tokenizers", "tasks", "translation_task", "data", "training", "losses", "distributed",
+               "generation", "data", "training", "losses", "distributed",
                "checkpoints", "interop", "plotting", "diagrams", "widgets", "exercises", "ledger",
                "notebook", "presets")
 

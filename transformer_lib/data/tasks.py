@@ -4,14 +4,14 @@ In the order the chapters meet them:
 
 * :func:`make_agreement_data` — long-distance subject–verb agreement at an exact distance, after a prefix of
   random length (chapters 2 and 4).
-* The translation task (chapters 3, 7 and 10), in :mod:`~transformer_lib.translation_task` and re-exported here:
-  an English-like grammar translated into an invented verb-final language.
+* The translation task (chapters 3, 7 and 10), in :mod:`~transformer_lib.data.translation`: an English-like
+  grammar translated into an invented verb-final language.
 * :func:`make_lookback_data` — per-position "copy the token k steps back", for length extrapolation (chapter 5).
 * :func:`make_retrieval_data` — key–value retrieval across a long sequence (chapter 12).
 
 Word-level tasks are generated with Python's ``random.Random(seed)`` and tensor tasks with a seeded
 ``torch.Generator``, so the same seed gives the same data on every machine. Their vocabularies are
-:class:`~transformer_lib.tokenizers.Vocab` objects. Everything here is also available as
+:class:`~transformer_lib.data.tokenizers.Vocab` objects. Everything here is also available as
 ``transformer_lib.data.<name>``.
 """
 from __future__ import annotations
@@ -21,13 +21,9 @@ from typing import List, Tuple
 
 import torch
 
-from ._checks import check_positive_int, check_seed
+from .._checks import check_positive_int, check_seed
 from .tokenizers import IGNORE_INDEX, PAD_ID, SPECIALS, Vocab
-# Re-exported: the tasks in one namespace (documented in their own module, so not listed in __all__).
-from .translation_task import (TRANSLATION_LEXICON, alignment, describe_translation,  # noqa: F401
-                               make_translation_data, reference_translate, subject_verb_distance,
-                               translation_splits, translation_vocabs)
-from .translation_task import _NOUNS, _PLURALS, _PREPS, _VI, _VT  # the agreement task reuses the English words
+from .translation import _NOUNS, _PLURALS, _PREPS, _VI, _VT  # the agreement task reuses the English words
 
 __all__ = ["make_agreement_data", "agreement_vocab", "AGREEMENT_VERBS",
            "make_retrieval_data", "retrieval_vocab_size", "make_lookback_data"]

@@ -4,10 +4,6 @@
   :func:`batches_by_length`, :func:`iterate_batches`.
 * The language-model corpus (chapter 11): :func:`load_corpus` (shipped with Python, no downloads),
   :func:`lm_splits`, :func:`lm_batch`, :func:`lm_batches`.
-
-``transformer_lib.data`` is also the one namespace the chapters read data from: it re-exports the token ids and
-tokenizers of :mod:`~transformer_lib.tokenizers` and the tasks of :mod:`~transformer_lib.tasks`, so
-``tl.data.Vocab``, ``tl.data.CharTokenizer`` and ``tl.data.make_translation_data`` work as before.
 """
 from __future__ import annotations
 
@@ -16,16 +12,10 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from ._checks import check_positive_int, check_seed, check_tensor
-from .attention import real_tokens
-
-# Re-exported for the chapters (documented in their own modules, so not listed in __all__).
-from .tasks import (AGREEMENT_VERBS, TRANSLATION_LEXICON, _generator, _QUERY_ID,  # noqa: F401
-                    agreement_vocab, alignment, describe_translation, make_agreement_data, make_lookback_data,
-                    make_retrieval_data, make_translation_data, reference_translate, retrieval_vocab_size,
-                    subject_verb_distance, translation_splits, translation_vocabs)
-from .tokenizers import (BOS, BOS_ID, EOS, EOS_ID, IGNORE_INDEX, PAD, PAD_ID, SPECIALS, UNK, UNK_ID,  # noqa: F401
-                         BPETokenizer, CharTokenizer, Vocab, _check_text, pretokenize)
+from .._checks import check_positive_int, check_seed, check_tensor
+from ..attention import real_tokens
+from .tasks import _generator
+from .tokenizers import PAD_ID, Vocab, _check_text
 
 __all__ = ["load_corpus", "lm_splits", "lm_batch", "lm_batches", "bigram_loss",
            "pad_sequences", "Seq2SeqBatch", "make_seq2seq_batch", "iterate_batches", "batches_by_length"]

@@ -8,7 +8,7 @@ language, generated from a seed (nothing is downloaded).
   word to the source words it translates (the gold standard for cross-attention); :func:`subject_verb_distance`
   measures how far the main verb's agreement reaches; :func:`describe_translation` shows the task in a few lines.
 
-Everything here is also available as ``transformer_lib.tasks.<name>`` and ``transformer_lib.data.<name>``.
+Everything public here is also available as ``transformer_lib.data.<name>``.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from ._checks import check_positive_int, check_seed
+from .._checks import check_positive_int, check_seed
 from .tokenizers import Vocab
 
 __all__ = ["make_translation_data", "make_long_range_data", "translation_splits", "translation_vocabs", "reference_translate", "alignment",

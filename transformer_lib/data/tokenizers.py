@@ -3,7 +3,7 @@
 Token ids follow one convention in every vocabulary of the book: ``PAD=0, BOS=1, EOS=2, UNK=3``
 (:data:`SPECIALS`, in id order).
 
-* :class:`Vocab` — token strings <-> ids, the four specials first (the word-level tasks of :mod:`~transformer_lib.tasks`).
+* :class:`Vocab` — token strings <-> ids, the four specials first (the word-level tasks of :mod:`~transformer_lib.data.tasks`).
 * :class:`CharTokenizer` and :class:`BPETokenizer` (with :func:`pretokenize`) — the language-model corpus of
   chapter 11, character by character or in byte-pair-encoded pieces.
 
@@ -19,7 +19,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import torch
 
-from ._checks import check_positive_int, check_tensor
+from .._checks import check_positive_int, check_tensor
 
 __all__ = ["PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "PAD", "BOS", "EOS", "UNK", "SPECIALS", "IGNORE_INDEX",
            "Vocab", "CharTokenizer", "BPETokenizer", "pretokenize"]
