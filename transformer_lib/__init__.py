@@ -5,8 +5,8 @@ Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score func
 :mod:`~transformer_lib.models`, :mod:`~transformer_lib.rnn`, :mod:`~transformer_lib.efficient`
 (Linformer, sparse attention), :mod:`~transformer_lib.generation`,
 :mod:`~transformer_lib.data` (tokenizers, the synthetic tasks, the corpus, batches), :mod:`~transformer_lib.training`
-(with :mod:`~transformer_lib.losses`, :mod:`~transformer_lib.distributed` and
-:mod:`~transformer_lib.checkpoints`), :mod:`~transformer_lib.interop` (PyTorch, Hugging Face),
+(the loop, losses, learning-rate search, runs side by side, data parallelism, checkpoints),
+:mod:`~transformer_lib.interop` (PyTorch, Hugging Face),
 :mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`, :mod:`~transformer_lib.exercises`,
 :mod:`~transformer_lib.presets` (settings a chapter shares with the benchmarks).
 """
@@ -24,8 +24,7 @@ from .positional import (ALiBi, LearnedPositionalEmbedding, RelativePosition, Ro
 __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient",
-               "generation", "data", "training", "losses", "distributed",
-               "checkpoints", "interop", "plotting", "diagrams", "widgets", "exercises", "ledger",
+               "generation", "data", "training", "interop", "plotting", "diagrams", "widgets", "exercises", "ledger",
                "notebook", "presets")
 
 

@@ -113,7 +113,7 @@ def deferred_checks() -> Iterator[List[Tuple[str, int, torch.Tensor]]]:
     """Within this context, value checks that would read a tensor back to the host queue it instead.
 
     On a GPU every such read waits for the device to finish its queued work. The training loop
-    (:func:`~transformer_lib.training.fit`) therefore runs its steps inside this context and reads the queued
+    (:func:`~transformer_lib.training.loop.fit`) therefore runs its steps inside this context and reads the queued
     checks together with the losses, once every few steps (:func:`raise_deferred`); outside it (the default)
     every check reads its values at once and raises on the spot.
 

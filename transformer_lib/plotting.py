@@ -345,7 +345,7 @@ def plot_curves(histories, ax=None, xlabel: str = "step", ylabel: str = "loss", 
 
     Args:
         histories: a dict ``name -> values`` where values is a list/array (x = 0, 1, …), a pair
-            ``(steps, values)``, or a :class:`transformer_lib.training.History` (its training loss, plus its
+            ``(steps, values)``, or a :class:`transformer_lib.training.loop.History` (its training loss, plus its
             evaluation ``'loss'`` dashed when present); a single History or list is drawn as ``'train'``.
         ax: an Axes to draw on (default: a new figure).
         xlabel, ylabel: axis labels.

@@ -1,6 +1,6 @@
 """The losses every chapter trains with: next-token (language model), teacher-forced translation, classification.
 
-Each takes ``(model, batch)`` and returns what :func:`~transformer_lib.training.fit` expects: a scalar loss, or
+Each takes ``(model, batch)`` and returns what :func:`~transformer_lib.training.loop.fit` expects: a scalar loss, or
 ``(loss, n_tokens)`` when the loss is a mean over tokens. Padding (the book's pad id 0) and the ignore index are
 skipped. ``transformer_lib.training`` re-exports them (``tl.training.lm_loss`` works).
 """
@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_tensor, deferring
-from .data import IGNORE_INDEX, PAD_ID
+from .._checks import check_tensor, deferring
+from ..data import IGNORE_INDEX, PAD_ID
 
 __all__ = ["lm_loss", "seq2seq_loss", "classification_loss"]
 

@@ -1,6 +1,6 @@
 """Data-parallel training under ``torchrun``: which process this is, its slice of a batch, the process group.
 
-:func:`~transformer_lib.training.fit` uses these, so a chapter's training call runs unchanged on one process or
+:func:`~transformer_lib.training.loop.fit` uses these, so a chapter's training call runs unchanged on one process or
 several (Li et al., 2020, "PyTorch Distributed"): every rank builds the same model and asks for the same global
 batch; :func:`shard_batch` keeps rank ``r``'s contiguous slice of its rows. ``transformer_lib.training`` re-exports
 the public names.
@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ._checks import check_positive_int
+from .._checks import check_positive_int
 
 __all__ = ["rank", "world_size", "is_main_process", "shard_batch", "unwrap_model"]
 
