@@ -119,13 +119,13 @@ browser:
 
 # --------------------------------------------------------------------------- the book
 book: setup
-	$(PY) scripts/prime_cache.py
+	$(PY) -m booktools.prime_cache
 	$(JB) build .
 	@echo "open _build/html/index.html"
 
 chapter: setup
 	@test -n "$(NB)" || { echo "usage: make chapter NB=chapters/NN_topic.ipynb"; exit 2; }
-	$(PY) scripts/run_chapter.py $(NB)
+	$(PY) -m booktools.run_chapter $(NB)
 
 # --------------------------------------------------------------------------- checks
 test: setup browser $(COLAB_STAMP)
@@ -148,7 +148,7 @@ test-slow: setup
 nbval: setup
 	@mkdir -p _build/reports
 	@chapters="$(NB)"; \
-	if [ -z "$$chapters" ]; then chapters=$$($(PY) scripts/toc_chapters.py); fi; \
+	if [ -z "$$chapters" ]; then chapters=$$($(PY) -m booktools.toc_chapters); fi; \
 	n=$$(echo $$chapters | wc -w); xdist=""; \
 	if [ "$$n" -gt 1 ] && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
 		xdist="-n $(NBVAL_WORKERS) --dist loadfile"; fi; \
@@ -176,11 +176,11 @@ test-colab: setup $(COLAB_STAMP)
 # The Colab edition (colab/NN_topic.ipynb, committed): the chapters with their MyST made plain markdown.
 .PHONY: colab
 colab: $(PYTHON_STAMP)
-	$(PY) scripts/make_colab_edition.py
+	$(PY) -m booktools.make_colab_edition
 
 build-strict: setup
-	$(PY) scripts/prime_cache.py
-	$(PY) scripts/build_book.py --strict
+	$(PY) -m booktools.prime_cache
+	$(PY) -m booktools.build_book --strict
 
 test-book: setup browser
 	BOOK_REQUIRE_BUILD=1 $(PY) -m pytest tests/test_built_book.py tests/test_browser.py \
@@ -208,7 +208,7 @@ clean:
 # Student edition (_build/student: solutions removed; STUDENT_REPO=org/repo adds Colab links), the student
 # book (_build/student-book/html), instructor edition (_build/instructor: full chapters, ANSWER_KEY.md), the
 # exercise tables of instructor_guide.md, the stored cases of the self-check, and grading of submitted notebooks
-# (scripts/grade.py: a long CSV and a gradebook; paths may contain spaces).
+# (booktools/grade.py: a long CSV and a gradebook; paths may contain spaces).
 STUDENT_REPO ?=
 COURSE_REF ?=
 STUDENT_BOOK_URL ?=
@@ -228,27 +228,27 @@ LMS ?= generic
 .PHONY: student-edition student-book instructor-edition exercise-table exercise-data grade
 
 student-edition: $(PYTHON_STAMP)
-	$(PY) scripts/make_editions.py --student $(if $(STUDENT_REPO),--repo $(STUDENT_REPO)) \
+	$(PY) -m booktools.make_editions --student $(if $(STUDENT_REPO),--repo $(STUDENT_REPO)) \
 		$(if $(COURSE_REF),--course-ref "$(COURSE_REF)") $(if $(STUDENT_BOOK_URL),--book-url "$(STUDENT_BOOK_URL)")
 
 # The HTML book without solutions (text and code), its download and launch buttons on the student notebooks.
 student-book: setup
-	$(PY) scripts/make_student_book.py $(if $(STUDENT_REPO),--repo $(STUDENT_REPO)) \
+	$(PY) -m booktools.make_student_book $(if $(STUDENT_REPO),--repo $(STUDENT_REPO)) \
 		$(if $(COURSE_REF),--course-ref "$(COURSE_REF)") $(if $(STUDENT_BOOK_URL),--book-url "$(STUDENT_BOOK_URL)")
 	@echo "open _build/student-book/html/index.html"
 
 exercise-data: $(PYTHON_STAMP)
-	$(PY) scripts/exercise_references.py --write-selfcheck
+	$(PY) -m booktools.exercise_references --write-selfcheck
 
 instructor-edition: $(PYTHON_STAMP)
-	$(PY) scripts/make_editions.py --instructor
+	$(PY) -m booktools.make_editions --instructor
 
 exercise-table: $(PYTHON_STAMP)
-	$(PY) scripts/make_editions.py --guide-table
+	$(PY) -m booktools.make_editions --guide-table
 
 grade: $(PYTHON_STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder [GRADES=_build/grades/grades.csv] [LMS=...] [ROSTER=...]"; exit 2; }
-	$(PY) scripts/grade.py "$(SUBMISSIONS)" --out "$(GRADES)" $(if $(GRADEBOOK),--gradebook "$(GRADEBOOK)") --timeout "$(TIMEOUT)" \
+	$(PY) -m booktools.grade "$(SUBMISSIONS)" --out "$(GRADES)" $(if $(GRADEBOOK),--gradebook "$(GRADEBOOK)") --timeout "$(TIMEOUT)" \
 		--jobs "$(JOBS)" --memory-gb "$(MEMORY_GB)" --lms "$(LMS)" $(if $(KEY_FILE),--key-file "$(KEY_FILE)") \
 		$(if $(ROSTER),--roster "$(ROSTER)") --moodle-id "$(MOODLE_ID)" --late-penalty "$(LATE_PENALTY)" \
 		$(if $(STUDENT),--student "$(STUDENT)") $(if $(COURSE_REF),--course-ref "$(COURSE_REF)")

@@ -4,7 +4,7 @@
   script more than once per build; the second copy re-declares ``const THEBE_JS_URL`` and raises
   a JavaScript SyntaxError on every page. Keep one copy of each inline script.
 - The Colab launch button of a chapter opens the Colab edition, ``colab/NN_topic.ipynb``
-  (scripts/make_colab_edition.py), instead of ``chapters/NN_topic.ipynb``, which sphinx-book-theme
+  (booktools/make_colab_edition.py), instead of ``chapters/NN_topic.ipynb``, which sphinx-book-theme
   derives from the page name: the edition's markdown is plain Markdown that Colab renders.
 - The test harness stays out of sight: the tolerance declarations that nbval reads
   (``# nbval-tolerance: ...``) are removed from the code cells as the page shows them

@@ -8,7 +8,7 @@ Sources of the times, per chapter of _toc.yml:
 - "nbval": the last `make nbval` run (its JUnit report sums the time of every cell of the
   chapter, kernel start-up included). With several nbval workers two chapters share the CPU,
   so these times are pessimistic.
-- "stored": the time `scripts/run_chapter.py` recorded in the notebook when its outputs were
+- "stored": the time `booktools/run_chapter.py` recorded in the notebook when its outputs were
   last regenerated (metadata book.execution_seconds), possibly on another machine.
 - "run": with --run, a fresh execution here (nothing is written); or, with --runs FILE, the chapters
   executed one at a time by `benchmarks/run_all.py --chapters` (its results/chapters.json).
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -32,13 +33,23 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from booktools import notebooks  # noqa: E402
 
 CHAPTER_BUDGET_S = 180.0
 # Chapters allowed more by their issue: chapter 10 trains three models from three seeds after a learning-rate search.
 CHAPTER_BUDGETS_S = {"10_translation.ipynb": 300.0}
 BOOK_BUDGET_S = 900.0
+
+
+def toc_chapters() -> list[Path]:
+    """Every chapter _toc.yml lists, in book order, missing files included (booktools answers: it is run as a
+    tool from the repository root, which a benchmark does not import from)."""
+    listed = subprocess.run([sys.executable, "-m", "booktools.toc_chapters", "--listed"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    return [ROOT / line for line in listed.splitlines() if line.strip()]
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
 
 
 def nbval_times(junit: Path) -> dict[str, float]:
@@ -89,8 +100,8 @@ def report(junit: Path | None = None, runs_file: Path | None = None, run: bool =
         notes.append(f"no nbval timings in {junit} (run `make nbval` first)")
     runs = executed_times(runs_file) if runs_file and runs_file.is_file() else {}
     rows, total, over = [], 0.0, []
-    for path in notebooks.toc_chapters():
-        name = notebooks.relative(path)
+    for path in toc_chapters():
+        name = relative(path)
         budget = CHAPTER_BUDGETS_S.get(path.name, CHAPTER_BUDGET_S)
         if not path.is_file():
             rows.append({"chapter": name, "seconds": None, "source": "missing", "stored": None, "budget_s": budget,

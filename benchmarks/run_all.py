@@ -141,12 +141,9 @@ def execute_chapter(path: str) -> None:
 
 def run_chapters() -> dict:
     """Execute every chapter of ``_toc.yml`` in turn (nothing is written to the notebooks)."""
-    sys.path.insert(0, str(ROOT))
-    from booktools import notebooks
-
     rows = []
-    for path in notebooks.toc_chapters():
-        name = notebooks.relative(path)
+    for path in chapter_times.toc_chapters():
+        name = chapter_times.relative(path)
         if not path.is_file():
             continue
         print(f"  executing {name}", flush=True)
@@ -501,7 +498,7 @@ def render_summary(results: dict) -> str:
     ch = results.get("chapters") or {}
     body = [f"`{ch.get('command', 'chapter_times.py')}` (budget {CHAPTER_BUDGET_S:.0f} s per chapter, "
             f"{BOOK_BUDGET_S:.0f} s for the book; source `nbval` = the last `make nbval` run, `stored` = the time "
-            "recorded by `scripts/run_chapter.py`):", "",
+            "recorded by `booktools/run_chapter.py`):", "",
             "| chapter | seconds | source | stored |", "| --- | ---: | --- | ---: |"]
     body += [f"| {r['chapter']} | {r['seconds'] if r['seconds'] is not None else '—'} | {r['source']} | "
              f"{r['stored']} |" for r in ch.get("rows", [])]

@@ -21,7 +21,7 @@ markdown-it-py and the MyST plugins of mdit-py-plugins (what myst-parser uses); 
 converter does not know raises :class:`ConversionError` naming the chapter and cell, rather than
 leaking raw MyST into the edition.
 
-``scripts/make_colab_edition.py`` writes ``colab/``; ``tests/test_colab_edition.py`` checks it.
+``booktools/make_colab_edition.py`` writes ``colab/``; ``tests/test_colab_edition.py`` checks it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 repository URL of `_config.yml`, reading and writing chapter notebooks (cells, tags, glued values,
 titles), and the canonical Colab set-up cell of a chapter.
 
-Scripts in scripts/ put the repository root on ``sys.path`` and ``from booktools import notebooks``;
-tests run from the root (``python -m pytest``) import it directly.
+The tools of booktools run from the repository root (``python -m booktools.<tool>``) and the tests import it
+from there.
 
 Cells may be nbformat nodes or plain dicts (``json.load`` of a notebook): every helper reads them
 with ``cell["..."]`` / ``cell.get(...)`` only.
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "_config.yml"
 TOC = ROOT / "_toc.yml"
 CHAPTERS_DIR = ROOT / "chapters"
-COLAB_DIR = ROOT / "colab"          # the Colab edition (scripts/make_colab_edition.py)
+COLAB_DIR = ROOT / "colab"          # the Colab edition (booktools/make_colab_edition.py)
 REFERENCES = ROOT / "references.bib"
 
 CHAPTER_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+$")

@@ -146,8 +146,8 @@ def test_chapter_report_is_data(monkeypatch, tmp_path):
     """chapter_times.report returns the rows run_all publishes; the budgets flag a slow chapter and the book."""
     import chapter_times
 
-    chapters = chapter_times.notebooks.toc_chapters()
-    first, tenth = (chapter_times.notebooks.relative(p) for p in (chapters[0], chapters[9]))
+    chapters = chapter_times.toc_chapters()
+    first, tenth = (chapter_times.relative(p) for p in (chapters[0], chapters[9]))
     runs = tmp_path / "chapters.json"
     runs.write_text(json.dumps({"rows": [{"chapter": first, "seconds": 181.5}, {"chapter": tenth, "seconds": 290.0}]}))
     data = chapter_times.report(runs_file=runs)

@@ -73,7 +73,7 @@ def test_chapter_is_executed(path):
     for number, (_, cell) in enumerate(notebooks.code_cells(nb)):
         assert cell.get("execution_count") == number + 1, (
             f"{where(path, number, cell)} has execution_count {cell.get('execution_count')}, "
-            f"expected {number + 1}: re-run the chapter with scripts/run_chapter.py")
+            f"expected {number + 1}: re-run the chapter with booktools/run_chapter.py")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=chapter_id)
@@ -105,7 +105,7 @@ def test_bootstrap_cell(path):
     expected = notebooks.bootstrap_source()
     assert notebooks.cell_source(cell).strip() == expected.strip(), (
         f"{where(path, 0, cell)} is not the canonical Colab set-up cell for "
-        f"{notebooks.repository_url()}: run scripts/set_repository_url.py (without an argument it "
+        f"{notebooks.repository_url()}: run booktools/set_repository_url.py (without an argument it "
         "rewrites the set-up cell of every chapter from the template in booktools/notebooks.py)")
 
 
@@ -297,7 +297,7 @@ def test_widget_state_is_saved(path):
             if view:
                 assert view["model_id"] in state, (
                     f"{where(path, number, cell)} shows a widget whose state is not saved: "
-                    "execute with scripts/run_chapter.py (store_widget_state=True)")
+                    "execute with booktools/run_chapter.py (store_widget_state=True)")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=chapter_id)

@@ -1,8 +1,8 @@
-"""The Colab edition (colab/NN_topic.ipynb, scripts/make_colab_edition.py, booktools/colab.py): in
+"""The Colab edition (colab/NN_topic.ipynb, booktools/make_colab_edition.py, booktools/colab.py): in
 sync with the chapters, plain markdown that Colab renders (no raw MyST), every glued number
 resolved, solutions folded, and the book's Colab links open notebooks that exist.
 
-After changing a chapter: `make colab` (or `.venv/bin/python scripts/make_colab_edition.py`).
+After changing a chapter: `make colab` (or `.venv/bin/python -m booktools.make_colab_edition`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from booktools import colab, notebooks  # noqa: E402
 
 CHAPTERS = [p for p in notebooks.toc_chapters() if p.is_file()]
 GLUE_ROLE = re.compile(r"\{glue(?::[a-z]+)?\}`")
-MAKE = "run `make colab` (scripts/make_colab_edition.py) and commit colab/"
+MAKE = "run `make colab` (booktools/make_colab_edition.py) and commit colab/"
 
 
 @lru_cache(maxsize=None)
 def generated(chapter: Path) -> str:
-    """What scripts/make_colab_edition.py writes for ``chapter``."""
+    """What booktools/make_colab_edition.py writes for ``chapter``."""
     return colab.render(colab.convert_chapter(chapter))
 
 
@@ -285,17 +285,17 @@ def test_raw_myst_detector():
 
 # --------------------------------------------------------------------------- changing the URL
 def test_set_repository_url_updates_every_copy(tmp_path):
-    """scripts/set_repository_url.py, run in a copy of the book: _config.yml (URL and html.baseurl),
+    """booktools/set_repository_url.py, run in a copy of the book: _config.yml (URL and html.baseurl),
     every chapter's set-up cell and the Colab edition follow the new URL; --check then passes."""
     import shutil
     import subprocess
 
-    for name in ("_config.yml", "_toc.yml", "references.bib", "chapters", "colab", "booktools", "scripts"):
+    for name in ("_config.yml", "_toc.yml", "references.bib", "chapters", "colab", "booktools"):
         source = ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
     for page in ROOT.glob("*.md"):
         shutil.copy2(page, tmp_path / page.name)
-    script = [sys.executable, str(tmp_path / "scripts" / "set_repository_url.py")]
+    script = [sys.executable, "-m", "booktools.set_repository_url"]   # the copy's booktools: run from the copy
     run = subprocess.run(script + ["https://github.com/Some-Org/my-book"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr

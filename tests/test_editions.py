@@ -1,4 +1,4 @@
-"""Student and instructor editions (scripts/make_editions.py), grading (scripts/grade.py) and the
+"""Student and instructor editions (booktools/make_editions.py), grading (booktools/grade.py) and the
 instructor guide's generated tables.
 
 Two kinds of chapter are used: a tiny synthetic chapter written here, which has every form of
@@ -20,10 +20,10 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-import exercise_references as references  # noqa: E402
-import exercisekit as ek  # noqa: E402
-import grade  # noqa: E402
-import make_editions  # noqa: E402
+from booktools import exercise_references as references  # noqa: E402
+from booktools import exercisekit as ek  # noqa: E402
+from booktools import grade  # noqa: E402
+from booktools import make_editions  # noqa: E402
 from booktools import notebooks  # noqa: E402
 
 from transformer_lib import exercises  # noqa: E402
@@ -178,9 +178,9 @@ def test_student_edition_rejects_a_bad_course_ref(tmp_path):
     for bad, expected in (("no-such-tag-xyz", "is not a tag, branch or commit"), ("a..b", "is not a git tag")):
         with pytest.raises(ValueError, match=rf"--course-ref: '{re.escape(bad)}' {expected}"):
             make_editions.build_student([chapter], tmp_path / "out", course_ref=bad)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_editions.py"), "--student", "--chapters",
+    proc = subprocess.run([sys.executable, "-m", "booktools.make_editions", "--student", "--chapters",
                            str(chapter), "--build-dir", str(tmp_path / "b"), "--course-ref", "no-such-tag-xyz"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2 and "--course-ref: 'no-such-tag-xyz'" in proc.stderr, proc.stderr
     with pytest.raises(ValueError, match="--book-url: 'ftp://x' is not an http"):
         make_editions.build_student([chapter], tmp_path / "out", book_url="ftp://x")
@@ -390,7 +390,7 @@ def test_chapter_solutions_pass_the_grader(chapter):
 
 
 def grade_sandbox_prelude() -> str:
-    import grade_sandbox
+    from booktools import grade_sandbox
 
     return grade_sandbox.PRELUDE
 
@@ -437,7 +437,7 @@ def test_guide_tables_in_sync():
     for path, text in make_editions.guide_tables(make_editions.chapters_of_toc()).items():
         assert path.is_file() and path.read_text(encoding="utf-8") == text, (
             f"{path.name} is out of date: run `make exercise-table` "
-            "(.venv/bin/python scripts/make_editions.py --guide-table)")
+            "(.venv/bin/python -m booktools.make_editions --guide-table)")
 
 
 def test_guide_page_includes_tables_and_is_in_toc():

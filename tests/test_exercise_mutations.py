@@ -3,7 +3,7 @@ make, beyond the checker's own list of hints) must all fail, and independent cor
 ``F.layer_norm``, ``nn.RNN``, ...) must all pass.
 
 Each implementation is checked three times: by the notebook self-check (``tl.exercises.check``, the stored cases)
-and by the grader's judge on the cases of two grading seeds (``scripts/exercise_references.py``), so the cases of
+and by the grader's judge on the cases of two grading seeds (``booktools/exercise_references.py``), so the cases of
 any seed must make every slip show. The implementations are written here, as a student would, not derived from
 the grader's references or mistake models.
 """
@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-import exercise_references as references  # noqa: E402
+from booktools import exercise_references as references  # noqa: E402
 
 from transformer_lib import exercises  # noqa: E402
 

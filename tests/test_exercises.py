@@ -1,7 +1,7 @@
 """The exercises' self-check (transformer_lib.exercises) and the split between library and grader.
 
 The library knows each exercise's contract and hints, never its solution: the references, case generators and
-mistake models live in scripts/exercise_references.py, which also writes the stored cases of the self-check. The
+mistake models live in booktools/exercise_references.py, which also writes the stored cases of the self-check. The
 wrong implementations below are written here, independently of the grader's mistake models, the way a student
 would write them; tests/test_exercise_mutations.py has many more.
 """
@@ -20,7 +20,7 @@ from transformer_lib import exercises
 from transformer_lib.exercises import catalogue, engine, guard
 
 ROOT = Path(__file__).resolve().parents[1]
-import exercise_references as references  # noqa: E402
+from booktools import exercise_references as references  # noqa: E402
 
 
 def test_available_lists_every_chapter():
@@ -60,14 +60,16 @@ def test_library_holds_no_solution():
     grader_only = {fn.__name__ for fn in references.REFERENCES.values()}
     grader_only |= {fn.__name__ for models in references.MISTAKES.values() for fn in models.values()}
     assert not grader_only & library_functions, sorted(grader_only & library_functions)
-    for module in (exercises, catalogue, engine, guard):  # nothing imports the grader's module
-        assert "import exercise_references" not in inspect.getsource(module)
+    for module in (exercises, catalogue, engine, guard):  # nothing imports the grader's module, nor the book's tools
+        source = inspect.getsource(module)
+        assert "import exercise_references" not in source and "from booktools" not in source
+        assert "import booktools" not in source
 
 
 def test_selfcheck_data_in_sync():
     """transformer_lib/exercises/data/selfcheck.pt is what the references compute now."""
     assert references.selfcheck_problems() == [], (
-        "stale self-check data: run `.venv/bin/python scripts/exercise_references.py --write-selfcheck`")
+        "stale self-check data: run `.venv/bin/python -m booktools.exercise_references --write-selfcheck`")
 
 
 def test_grading_cases_are_not_the_selfcheck_cases():

@@ -1,5 +1,5 @@
 """The gradebook as the LMS imports it, the class record across regrades, feedback files and the instructor's report
-(scripts/grade.py, issue 24 §4-5).
+(booktools/grade.py, issue 24 §4-5).
 
 The layouts checked here are those the LMS's own import documentation gives:
 
@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-import grade  # noqa: E402
+from booktools import grade  # noqa: E402
 from test_grading import CHECK_CAUSAL, notebook, write  # noqa: E402
 
 BOM = "\ufeff".encode("utf-8")
@@ -241,8 +241,8 @@ def small_class(folder: Path) -> None:
 
 
 def run_grade(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), *args], capture_output=True, text=True,
-                          timeout=900, env=dict(os.environ, GRADING_KEY="class-secret"))
+    return subprocess.run([sys.executable, "-m", "booktools.grade", *args], capture_output=True, text=True,
+                          timeout=900, cwd=ROOT, env=dict(os.environ, GRADING_KEY="class-secret"))
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The grader (scripts/grade.py, scripts/grade_sandbox.py): what it reads of a notebook, that the student's code
+"""The grader (booktools/grade.py, booktools/grade_sandbox.py): what it reads of a notebook, that the student's code
 cannot change a verdict, that the library's answer and the reference get no credit, the long CSV and the
 gradebook, and `make grade`.
 
@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-import grade  # noqa: E402
+from booktools import grade  # noqa: E402
 
 STARTER_CAUSAL = ('def causal_mask(t):\n    """Return a (t, t) bool tensor."""\n'
                   '    raise NotImplementedError("Exercise 06-causal-mask: write your solution here")\n')
@@ -140,15 +140,15 @@ def test_grade_folder(tmp_path):
     write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), subs / "empty.ipynb")
 
     out, book = tmp_path / "grades.csv", tmp_path / "book.csv"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(subs), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "booktools.grade", str(subs), "--out", str(out),
                            "--gradebook", str(book), "--timeout", "5", "--jobs", "2", "--key-file",
-                           str(tmp_path / "key")], capture_output=True, text=True, timeout=900,
+                           str(tmp_path / "key")], capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env=dict(os.environ, GRADING_KEY=""))
     assert proc.returncode == 2 and "key file" in proc.stderr  # a missing key file is an error
     (tmp_path / "key").write_text("course-secret\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "grade.py"), str(subs), "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "booktools.grade", str(subs), "--out", str(out),
                            "--gradebook", str(book), "--timeout", "5", "--jobs", "2", "--key-file",
-                           str(tmp_path / "key")], capture_output=True, text=True, timeout=900)
+                           str(tmp_path / "key")], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "broken.ipynb" in proc.stderr
     rows = {(r["student_file"], r["exercise_id"]): r for r in read_csv(out)}
@@ -250,6 +250,8 @@ def test_make_grade_gives_cheats_no_credit(tmp_path):
         "vars_library": "def causal_mask(t):\n    return vars(tl.attention)['causal_' + 'mask'](t)\n",
         "default_argument": "def causal_mask(t, _m=tl.causal_mask(64)):\n    return _m[:t, :t]\n",
         "grader_import": "def causal_mask(t):\n    import exercise_references as r\n    return r.REFERENCES['06-causal-mask'](t)\n",
+        "grader_package": "def causal_mask(t):\n    from booktools import exercise_references as r\n"
+                          "    return r.REFERENCES['06-causal-mask'](t)\n",
         "exit_early": "import os\ndef causal_mask(t):\n    os._exit(0)\n",
     }
     for name, source in cheats.items():
@@ -271,6 +273,7 @@ def test_make_grade_gives_cheats_no_credit(tmp_path):
         assert "no credit" in messages[name] and "causal_mask" in messages[name], messages[name]
     assert "reference" in messages["reference"] and "no credit" in messages["reference"]
     assert "no credit" in messages["vars_library"] and "no credit" in messages["grader_import"]
+    assert "no credit" in messages["grader_package"] and "booktools" in messages["grader_package"]
     assert "ended" in messages["exit_early"]
 
 

@@ -1,4 +1,4 @@
-"""The student book (scripts/make_student_book.py, `make student-book`): the HTML book without solutions.
+"""The student book (booktools/make_student_book.py, `make student-book`): the HTML book without solutions.
 
 Builds the student book into a temporary folder (about a minute: execution is off, the stored outputs are used),
 then checks that no solution survives, neither its text nor its code, in any chapter page nor in the notebook its
@@ -26,8 +26,8 @@ from test_browser import chromium_path  # noqa: E402  (tests/ is on sys.path und
 from bs4 import BeautifulSoup
 
 ROOT = Path(__file__).resolve().parents[1]
-import exercisekit as ek  # noqa: E402
-import make_student_book  # noqa: E402
+from booktools import exercisekit as ek  # noqa: E402
+from booktools import make_student_book  # noqa: E402
 from booktools import notebooks  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ judged on trained models, the check that those models were trained enough to tes
 A chapter calls :func:`record_claim` in the cell that measured the claim. The values are glued into the executed
 notebook (myst-nb ``glue``) under the keys ``claim_<id>_text``, ``claim_<id>_value``, ``claim_<id>_verdict`` and,
 for a claim that rests on trained models, ``claim_<id>_adequacy``; the ledger page pastes them from there
-(``scripts/build_ledger.py`` writes the page), so a changed result in a chapter changes the ledger when the book is
+(``booktools/build_ledger.py`` writes the page), so a changed result in a chapter changes the ledger when the book is
 rebuilt. The chapter also places the MyST label ``(claim-<id with dashes>)=`` above the section that tests the
 claim, which the ledger links to.
 

@@ -8,7 +8,7 @@ first mismatching case. It never raises: a wrong signature, a wrong shape, NaNs 
 are reported plainly. A function that calls the library's own answer to the exercise (``tl.causal_mask`` for the
 causal mask, …) gets no credit, and the message says why.
 
-This is the students' self-check. Grades come from the grader (``scripts/grade.py``), which runs the submitted
+This is the students' self-check. Grades come from the grader (``booktools/grade.py``), which runs the submitted
 notebook in a separate process on cases drawn from a seed the students do not see and compares in its own
 process; the reference solutions are not part of this library. The package's modules:
 :mod:`~transformer_lib.exercises.catalogue` (each exercise's contract, hints and forbidden library calls),
@@ -38,7 +38,7 @@ from .engine import CheckResult
 __all__ = ["CheckResult", "Exercise", "available", "check", "starter_code", "describe", "EXERCISES"]
 
 # Where the stored cases and expected outputs of the self-check live (written by the grader's
-# ``scripts/exercise_references.py --write-selfcheck``).
+# ``booktools/exercise_references.py --write-selfcheck``).
 SELFCHECK_DATA = Path(__file__).resolve().parent / "data" / "selfcheck.pt"
 _DATA: Optional[Dict[str, Any]] = None
 

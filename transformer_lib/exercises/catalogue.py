@@ -3,7 +3,7 @@
 Each :class:`Exercise` holds the contract a student implements (signature and docstring), the tolerance of the
 comparison, the library functions that answer it (a submission that calls them gets no credit) and the hints of
 the common mistakes the checker recognises. The reference solutions, the case generators and the models of the
-mistakes are *not* part of the library: they live with the grader (``scripts/exercise_references.py``), which
+mistakes are *not* part of the library: they live with the grader (``booktools/exercise_references.py``), which
 computes the expected outputs in its own process. The notebook self-check (:func:`transformer_lib.exercises.check`)
 compares with outputs stored in ``transformer_lib/exercises/data/selfcheck.pt``.
 """

@@ -1,7 +1,7 @@
 """The checking engine of the exercises: compare outputs, explain a failure, refuse answers the library gives.
 
 Shared by the notebook self-check (:func:`transformer_lib.exercises.check`, in the student's kernel) and by the
-grader (``scripts/grade.py``), which runs the student's code in a separate process and compares its outputs with
+grader (``booktools/grade.py``), which runs the student's code in a separate process and compares its outputs with
 expected outputs computed in its own process. Nothing here knows a solution: expected outputs and the outputs of
 the known mistakes come from outside (the stored self-check data, or the grader's references).
 

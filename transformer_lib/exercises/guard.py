@@ -8,7 +8,7 @@
   that report the call and raise :class:`ForbiddenCall`, a ``BaseException`` the student's code does not catch by
   accident; the original objects stay unreachable from the replacement.
 
-Used by the notebook self-check (:mod:`transformer_lib.exercises`) and by the grader (``scripts/grade.py``).
+Used by the notebook self-check (:mod:`transformer_lib.exercises`) and by the grader (``booktools/grade.py``).
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ INTROSPECTION_ATTRS = frozenset({"__code__", "__closure__", "__globals__", "__wr
                                  "reload", "__func__"})
 #: Modules of the grader, which hold the reference solutions.
 GRADER_MODULES = frozenset({"exercise_references", "grade", "grade_sandbox", "exercisekit", "make_editions",
-                            "scripts"})
+                            "booktools", "scripts"})
 LIBRARY = "transformer_lib"
 
 

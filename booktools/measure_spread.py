@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Measure how far each chapter's printed and glued numbers move on other platforms.
 
-    .venv/bin/python scripts/measure_spread.py run [chapters ...] [--configs default compat seed1 seed2] [--jobs 2]
-    .venv/bin/python scripts/measure_spread.py report [chapters ...]
+    .venv/bin/python -m booktools.measure_spread run [chapters ...] [--configs default compat seed1 seed2] [--jobs 2]
+    .venv/bin/python -m booktools.measure_spread report [chapters ...]
 
 ``run`` executes copies of the chapters (never the stored notebooks) under each configuration and
 keeps them in ``_build/spread/<config>/``:
@@ -37,7 +37,6 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 from booktools import notebooks as bookkit  # noqa: E402
 from booktools.tolerance import parse_declaration, split_numbers  # noqa: E402
 

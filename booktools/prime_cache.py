@@ -3,11 +3,11 @@
 
 The book builds with `execute_notebooks: cache` (_config.yml). Priming the cache with the
 chapters as stored (outputs included) means that `jupyter-book build` re-executes none of
-them: the build renders what `scripts/run_chapter.py` stored and what `make nbval` checked.
+them: the build renders what `booktools/run_chapter.py` stored and what `make nbval` checked.
 A chapter whose stored notebook is not a clean top-to-bottom run (execution counts not
 1, 2, 3, ...) is not added, and the build will execute it.
 
-    .venv/bin/python scripts/prime_cache.py [--cache _build/.jupyter_cache]
+    .venv/bin/python -m booktools.prime_cache [--cache _build/.jupyter_cache]
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 from jupyter_cache import get_cache
 from jupyter_cache.base import NbValidityError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import notebooks  # noqa: E402
 
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Start a chapter: write chapters/NN_topic.ipynb from the book's chapter skeleton.
 
-    .venv/bin/python scripts/new_chapter.py 05_position "Position"
-    .venv/bin/python scripts/new_chapter.py 05_position --from-myst draft.md
+    .venv/bin/python -m booktools.new_chapter 05_position "Position"
+    .venv/bin/python -m booktools.new_chapter 05_position --from-myst draft.md
 
 The skeleton has the Colab set-up cell (hidden, tag remove-cell), the title, the configuration
 cell (CPU settings, GPU settings), a glue example, a widget example and the exercise section.
 With --from-myst, the chapter is converted from a jupytext MyST-markdown draft instead, and its
 first code cell is replaced by the canonical Colab set-up cell. Either way, add the chapter to
-_toc.yml and run `scripts/run_chapter.py` to execute it and store its outputs.
+_toc.yml and run `booktools/run_chapter.py` to execute it and store its outputs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pathlib import Path
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import notebooks  # noqa: E402
 
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
@@ -128,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     print(f"wrote {notebooks.relative(path)}; add `- file: chapters/{args.stem}` to _toc.yml, then "
-          f"run: .venv/bin/python scripts/run_chapter.py {notebooks.relative(path)}")
+          f"run: .venv/bin/python -m booktools.run_chapter {notebooks.relative(path)}")
     return 0
 
 

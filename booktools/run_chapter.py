@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Execute chapter notebooks in place, the way the book and nbval run them, and record the time.
 
-    .venv/bin/python scripts/run_chapter.py chapters/01_impact.ipynb [more.ipynb ...]
-    .venv/bin/python scripts/run_chapter.py --all          # every chapter of _toc.yml
+    .venv/bin/python -m booktools.run_chapter chapters/01_impact.ipynb [more.ipynb ...]
+    .venv/bin/python -m booktools.run_chapter --all          # every chapter of _toc.yml
 
 Each notebook runs top to bottom in a fresh kernel of this Python (the .venv), with chapters/
 as working directory, so that its stored outputs are exactly what `make nbval` will compare.
@@ -25,7 +25,6 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import notebooks  # noqa: E402
 
 

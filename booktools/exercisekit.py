@@ -1,8 +1,8 @@
 """Exercises of the chapter notebooks: find them, classify them, and take their solutions out.
 
-Shared by scripts/make_editions.py (student and instructor editions, the instructor guide's
-table), scripts/make_student_book.py (the HTML book without solutions) and the tests.
-Import from a script in scripts/ with ``import exercisekit``.
+Shared by booktools/make_editions.py (student and instructor editions, the instructor guide's
+table), booktools/make_student_book.py (the HTML book without solutions) and the tests.
+Import it with ``from booktools import exercisekit``.
 
 A chapter writes its exercises with sphinx-exercise directives (chapter brief, README):
 
@@ -31,7 +31,6 @@ import sys
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import notebooks  # noqa: E402
 
 SOLUTION_TAG = "solution"
@@ -415,8 +414,8 @@ def strip_solutions(nb, keep_outputs: bool = False) -> tuple[object, list[str]]:
 
 
 # --------------------------------------------------------------------------- the course's library version
-#: The file of the student edition that records the course's library version (scripts/make_editions.py writes
-#: it; scripts/grade.py reads it with --course, or compares --course-ref itself).
+#: The file of the student edition that records the course's library version (booktools/make_editions.py writes
+#: it; booktools/grade.py reads it with --course, or compares --course-ref itself).
 COURSE_FILE = "course.json"
 _REF = re.compile(r"^(?![-/.])(?!.*(?:\.\.|//|@\{|\.lock$|/$|\.$))[A-Za-z0-9._/+-]{1,200}$")
 
@@ -459,16 +458,16 @@ def library_version() -> dict:
     grader changed since the commit), "version" (transformer_lib.__version__)}."""
     import transformer_lib
 
-    status = _git("status", "--porcelain", "--", "transformer_lib", "scripts/exercise_references.py",
-                  "scripts/grade.py", "scripts/grade_sandbox.py")
+    status = _git("status", "--porcelain", "--", "transformer_lib", "booktools/exercise_references.py",
+                  "booktools/grade.py", "booktools/grade_sandbox.py")
     return {"commit": _git("rev-parse", "HEAD") or "unknown", "dirty": bool(status),
             "version": getattr(transformer_lib, "__version__", "unknown")}
 
 
 def library_changes(commit_a: str, commit_b: str) -> list[str] | None:
     """Files of the library and grader that differ between two commits (None when git cannot tell)."""
-    out = _git("diff", "--name-only", commit_a, commit_b, "--", "transformer_lib", "scripts/exercise_references.py",
-               "scripts/grade.py", "scripts/grade_sandbox.py")
+    out = _git("diff", "--name-only", commit_a, commit_b, "--", "transformer_lib", "booktools/exercise_references.py",
+               "booktools/grade.py", "booktools/grade_sandbox.py")
     return None if out is None else [line for line in out.splitlines() if line.strip()]
 
 

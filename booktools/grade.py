@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Grade a folder of submitted notebooks: a CSV row per notebook and exercise, and a gradebook for an LMS.
 
-    .venv/bin/python scripts/grade.py SUBMISSIONS [--out _build/grades/grades.csv] [--gradebook FILE]
+    .venv/bin/python -m booktools.grade SUBMISSIONS [--out _build/grades/grades.csv] [--gradebook FILE]
         [--lms generic|canvas|moodle] [--roster class.csv] [--moodle-id username|email|idnumber] [--total-column NAME]
         [--late-penalty 0.1] [--student ID] [--fresh] [--course-ref v1.0 | --course course.json]
         [--timeout 60] [--jobs 2] [--memory-gb 4] [--key-file FILE] [--points 04-self-attention=2 ...]
@@ -19,10 +19,10 @@ in a new cell below the starter is graded, as the notebook's own check showed.
 
 **How.** For each exercise the grader draws the cases from a seed derived from a key students never see
 (``--key-file``, or the environment variable ``GRADING_KEY``, or ``_build/grading.key``, created on first use), starts
-``scripts/grade_sandbox.py`` in a separate process (isolated mode, only the library on its path, sockets disabled,
+``booktools/grade_sandbox.py`` in a separate process (isolated mode, only the library on its path, sockets disabled,
 an address-space limit, a time limit) which runs the notebook's imports, functions, classes and simple assignments
 in notebook order and returns the function's outputs for the cases, nothing else. This process computes the
-expected outputs with the references (``scripts/exercise_references.py``, not part of the library), reads the
+expected outputs with the references (``booktools/exercise_references.py``, not part of the library), reads the
 outputs with ``torch.load(weights_only=True)`` and judges. A submission that calls the library function the
 exercise asks for (``tl.causal_mask`` for the causal mask, ...) or the exercise's reference gets no credit and a
 message that says why: the grader reads the function and everything of the notebook it uses, and in the student's
@@ -75,19 +75,16 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = Path(__file__).resolve().parent
-for entry in (str(ROOT), str(SCRIPTS)):
-    if entry not in sys.path:
-        sys.path.insert(0, entry)
+TOOLS = Path(__file__).resolve().parent
 
 import torch  # noqa: E402
 
-import exercise_references as references  # noqa: E402
+from booktools import exercise_references as references  # noqa: E402
 import transformer_lib  # noqa: E402
 from transformer_lib.exercises import engine, guard  # noqa: E402
 from transformer_lib.exercises.catalogue import EXERCISES  # noqa: E402
 
-SANDBOX = SCRIPTS / "grade_sandbox.py"
+SANDBOX = TOOLS / "grade_sandbox.py"
 LIBRARY_DIR = Path(transformer_lib.__file__).resolve().parent
 DEFAULT_KEY_FILE = ROOT / "_build" / "grading.key"
 DEFAULT_OUT = ROOT / "_build" / "grades" / "grades.csv"   # ignored by git (_build/)
@@ -254,7 +251,7 @@ def run_sandbox(workdir: Path, spec: dict, cases: list, timeout: int) -> dict:
     lib = workdir / "lib"
     lib.mkdir(parents=True)
     (lib / "transformer_lib").symlink_to(LIBRARY_DIR, target_is_directory=True)
-    spec = dict(spec, lib=str(lib), blocked_paths=[str(ROOT), str(SCRIPTS)])
+    spec = dict(spec, lib=str(lib), blocked_paths=[str(ROOT), str(TOOLS)])
     (workdir / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
     torch.save([engine.encode_case(c) for c in cases], workdir / "cases.pt")
     read_end, write_end = os.pipe()
@@ -639,7 +636,7 @@ def read_record(path: Path) -> list[dict]:
     with open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         if reader.fieldnames is None or "student_id" not in reader.fieldnames:
-            raise ValueError(f"--out: {path} exists but is not a grades file of scripts/grade.py (its header: "
+            raise ValueError(f"--out: {path} exists but is not a grades file of booktools/grade.py (its header: "
                              f"{reader.fieldnames}); give another --out or --fresh")
         return [{k: r.get(k, "") for k in COLUMNS} for r in reader]
 
@@ -736,7 +733,7 @@ def feedback_text(sid: str, rows: list[dict], exercises: list[str], points: dict
 def course_version(course_ref: str | None, course_file: Path | None, files: list[Path]) -> tuple[dict | None, str]:
     """(the course's pinned version {"ref", "commit"} or None, where it came from): ``--course-ref``, else
     ``--course`` (the student edition's course.json), else the ref the submissions' set-up cells install."""
-    import exercisekit as ek
+    from booktools import exercisekit as ek
 
     if course_ref:
         return ek.resolve_course_ref(course_ref), "--course-ref"
@@ -768,7 +765,7 @@ def course_version(course_ref: str | None, course_file: Path | None, files: list
 
 def version_warning(course: dict | None, version: dict) -> str | None:
     """A warning when the grader's version is not the course's pinned one (None when they agree or no pin)."""
-    import exercisekit as ek
+    from booktools import exercisekit as ek
 
     if course is None:
         return None
@@ -899,7 +896,7 @@ def _positive_fraction(value: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import exercisekit as ek
+    from booktools import exercisekit as ek
 
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Build the book with Jupyter Book and report every warning by chapter and cell.
 
-    .venv/bin/python scripts/build_book.py            # incremental build, warnings reported
-    .venv/bin/python scripts/build_book.py --strict   # fresh build, -W -n --keep-going:
+    .venv/bin/python -m booktools.build_book            # incremental build, warnings reported
+    .venv/bin/python -m booktools.build_book --strict   # fresh build, -W -n --keep-going:
                                                       # any warning fails (make build-strict)
 
 The full log is written to _build/reports/build.log. Sphinx reports a warning in a notebook
@@ -24,7 +24,6 @@ from pathlib import Path
 
 import nbformat
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import notebooks  # noqa: E402
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

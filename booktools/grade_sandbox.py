@@ -1,7 +1,7 @@
 """The student's process of the grader: run a submitted notebook's definitions, call the graded function on the
 grading cases, save what it returned, exit. It decides nothing.
 
-    python -I scripts/grade_sandbox.py WORKDIR REPORT_FD      (started by scripts/grade.py, never by hand)
+    python -I booktools/grade_sandbox.py WORKDIR REPORT_FD      (started by booktools/grade.py, never by hand)
 
 WORKDIR holds ``spec.json`` (the exercise, the name of the graded function, the notebook's imports, functions,
 classes and simple assignments in notebook order, the time limit) and ``cases.pt`` (the inputs, drawn by the

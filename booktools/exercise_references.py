@@ -2,12 +2,12 @@
 """The grader's side of the exercises: reference solutions, case generators and the models of common mistakes.
 
 Not part of ``transformer_lib`` (students import the library; they never get this module): the grader
-(``scripts/grade.py``) computes expected outputs here, in its own process, and the student's process only returns
+(``booktools/grade.py``) computes expected outputs here, in its own process, and the student's process only returns
 its outputs for the cases. The library's notebook self-check compares with outputs stored in
 ``transformer_lib/exercises/data/selfcheck.pt``, which this script writes:
 
-    .venv/bin/python scripts/exercise_references.py --write-selfcheck   # after changing a case or a reference
-    .venv/bin/python scripts/exercise_references.py --check-selfcheck   # fails when the stored data is stale
+    .venv/bin/python -m booktools.exercise_references --write-selfcheck   # after changing a case or a reference
+    .venv/bin/python -m booktools.exercise_references --check-selfcheck   # fails when the stored data is stale
 
 Every case generator takes a ``torch.Generator`` and must produce, for any seed, inputs on which each plausible
 slip shows (a low-variance row for a layer norm, d_k != d_v != d for attention, rows that stop at different
@@ -29,8 +29,6 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 from transformer_lib.exercises import engine  # noqa: E402
 from transformer_lib.exercises.catalogue import EXERCISES  # noqa: E402
@@ -1122,7 +1120,7 @@ def main(argv=None) -> int:
         problems = selfcheck_problems()
         if problems:
             print("stale self-check data: " + ", ".join(problems) + "; run "
-                  "`.venv/bin/python scripts/exercise_references.py --write-selfcheck`", file=sys.stderr)
+                  "`.venv/bin/python -m booktools.exercise_references --write-selfcheck`", file=sys.stderr)
             return 1
         print("self-check data up to date")
     return 0

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Change the book's repository URL, and bring every copy of what derives from it up to date.
 
-    .venv/bin/python scripts/set_repository_url.py https://github.com/OWNER/REPO   # change the URL
-    .venv/bin/python scripts/set_repository_url.py                                 # only re-sync
-    .venv/bin/python scripts/set_repository_url.py --check                         # report, change nothing
+    .venv/bin/python -m booktools.set_repository_url https://github.com/OWNER/REPO   # change the URL
+    .venv/bin/python -m booktools.set_repository_url                                 # only re-sync
+    .venv/bin/python -m booktools.set_repository_url --check                         # report, change nothing
 
 The URL is defined once, in _config.yml (repository.url, anchor &repository_url); the launch
 buttons, the Colab links and the pages read it from there. Notebooks cannot read _config.yml in
@@ -14,7 +14,7 @@ booktools/notebooks.py. This script
    repository, or --baseurl) in _config.yml;
 2. rewrites the set-up cell (the first code cell) of every chapter notebook in chapters/ from the
    template (outputs untouched; the cell prints nothing outside Colab);
-3. regenerates the Colab edition, colab/ (scripts/make_colab_edition.py).
+3. regenerates the Colab edition, colab/ (booktools/make_colab_edition.py).
 
 Without a URL it does 2 and 3: run it after changing the template. tests/test_book.py checks that
 the set-up cells agree with _config.yml, tests/test_colab_edition.py that colab/ is up to date.
@@ -27,8 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import make_colab_edition  # noqa: E402  (scripts/ is this script's folder, first on sys.path)
+from booktools import make_colab_edition  # noqa: E402
 from booktools import notebooks  # noqa: E402
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Write the Colab edition, colab/NN_topic.ipynb, from the chapters of _toc.yml.
 
-    .venv/bin/python scripts/make_colab_edition.py            # (re)write colab/
-    .venv/bin/python scripts/make_colab_edition.py --check    # exit 1 if colab/ is out of date
+    .venv/bin/python -m booktools.make_colab_edition            # (re)write colab/
+    .venv/bin/python -m booktools.make_colab_edition --check    # exit 1 if colab/ is out of date
 
 The Colab links of the HTML book open these notebooks. Each is its chapter with the MyST made plain
 markdown (glued numbers from the book's stored run in bold, citations as author-year text,
@@ -18,7 +18,6 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from booktools import colab, notebooks  # noqa: E402
 
 
@@ -38,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         stale = [notebooks.relative(p) for p in colab.stale(files)]
         extra = [notebooks.relative(p) for p in sorted(colab.EDITION_DIR.glob("*.ipynb")) if p not in files]
         for name in stale:
-            print(f"{name} is out of date: run `make colab` (scripts/make_colab_edition.py)", file=sys.stderr)
+            print(f"{name} is out of date: run `make colab` (booktools/make_colab_edition.py)", file=sys.stderr)
         for name in extra:
             print(f"{name} belongs to no chapter of _toc.yml: run `make colab`", file=sys.stderr)
         if stale or extra:
