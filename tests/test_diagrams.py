@@ -223,30 +223,30 @@ def test_architectures_draw_bidirectional_causal_and_cross_edges(n, focus):
 
 # --------------------------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("function, kwargs, message", [
-    (diagrams.unrolled_rnn, dict(n_steps=0), "n_steps must be between 1 and 12.*got 0"),
+    (diagrams.unrolled_rnn, dict(n_steps=0), r"n_steps must be in \[1, 12\].*got 0"),
     (diagrams.unrolled_rnn, dict(n_steps=13), "n_steps .*got 13"),
     (diagrams.unrolled_rnn, dict(highlight_path=(3, 2)), r"highlight_path .*got \(3, 2\)"),
     (diagrams.unrolled_rnn, dict(highlight_path=(0, 4)), r"highlight_path .*1 <= i <= j <= n_steps = 5"),
     (diagrams.unrolled_rnn, dict(words=["one"]), "words must hold between 5 and 5 words, got 1"),
-    (diagrams.seq2seq_attention, dict(step=8), "step must be between 1 and 7.*got 8"),
+    (diagrams.seq2seq_attention, dict(step=8), r"step must be in \[1, 7\].*got 8"),
     (diagrams.seq2seq_attention, dict(weights=[0.5, 0.5]), r"weights must have shape \(5,\).*got \(2,\)"),
     (diagrams.seq2seq_attention, dict(weights=[0.5, 0.6, 0, 0, 0]), "weights must .*sum to 1.*1.1000"),
     (diagrams.seq2seq_attention, dict(weights=[1.5, -0.5, 0, 0, 0]), "weights must be non-negative"),
     (diagrams.seq2seq_attention, dict(weights=[float("nan")] * 5), "weights must"),
     (diagrams.seq2seq_attention, dict(step=3, weights=torch.full((2, 5), 0.2)), "weights has 2 rows"),
-    (diagrams.self_attention_qkv, dict(focus=5), "focus must be between 1 and 4.*got 5"),
+    (diagrams.self_attention_qkv, dict(focus=5), r"focus must be in \[1, 4\].*got 5"),
     (diagrams.self_attention_qkv, dict(words=["alone"]), "words must hold between 2 and 8"),
     (diagrams.multihead_split_merge, dict(d_model=8, n_heads=3), "n_heads must divide d_model.*8.*3"),
-    (diagrams.multihead_split_merge, dict(d_model=64), "d_model must be between 1 and 32.*got 64"),
+    (diagrams.multihead_split_merge, dict(d_model=64), r"d_model must be in \[1, 32\].*got 64"),
     (diagrams.multihead_split_merge, dict(seq_len=0), "seq_len .*got 0"),
     (diagrams.transformer_block, dict(norm="middle"), "norm must be one of.*'post'.*'pre'.*got 'middle'"),
     (diagrams.transformer_block, dict(kind="gpt"), "kind must be one of.*got 'gpt'"),
-    (diagrams.architectures, dict(n_tokens=1), "n_tokens must be between 2 and 6.*got 1"),
-    (diagrams.architectures, dict(focus=5), "focus must be between 1 and 4.*got 5"),
-    (diagrams.encoder_decoder, dict(n_layers=0), "n_layers must be between 1 and 48.*got 0"),
+    (diagrams.architectures, dict(n_tokens=1), r"n_tokens must be in \[2, 6\].*got 1"),
+    (diagrams.architectures, dict(focus=5), r"focus must be in \[1, 4\].*got 5"),
+    (diagrams.encoder_decoder, dict(n_layers=0), r"n_layers must be in \[1, 48\].*got 0"),
     (diagrams.encoder_decoder, dict(norm="sandwich"), "norm must be one of.*got 'sandwich'"),
     (diagrams.multihead_heads, dict(n_heads=3, d_model=512), "n_heads must divide d_model.*512.*3"),
-    (diagrams.multihead_heads, dict(n_heads=17), "n_heads must be between 1 and 16.*got 17"),
+    (diagrams.multihead_heads, dict(n_heads=17), r"n_heads must be in \[1, 16\].*got 17"),
 ])
 def test_bad_arguments_raise_value_errors_that_name_them(function, kwargs, message):
     with pytest.raises(ValueError, match=message):

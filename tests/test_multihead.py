@@ -157,7 +157,7 @@ def test_empty_batch():
 
 
 def test_bad_dropout():
-    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.5"):
+    with pytest.raises(ValueError, match=r"dropout must be a float in \[0, 1\), got 1.5"):
         MultiHeadAttention(16, 4, dropout=1.5)
 
 

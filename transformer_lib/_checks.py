@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import threading
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
@@ -97,6 +98,41 @@ def check_finite_above(name: str, value, low: float) -> None:
     """Check that ``value`` is a (non-bool) finite int or float strictly greater than ``low``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= low:
         raise ValueError(f"{name} must be a finite number > {low:g}, got {value!r}")
+
+
+def check_number(name: str, value, low: float = 0.0, strict: bool = False) -> float:
+    """A real number, finite and ``>= low`` (``> low`` with ``strict``), returned as a float. A bool is refused; a
+    NumPy scalar or a one-element tensor is read as its number."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype != torch.bool:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    f = float(value)
+    if not math.isfinite(f) or f < low or (strict and f == low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '≥'} {low:g}, got {value!r}")
+    return f
+
+
+def check_int_range(name: str, value, low: int, high: int, why: str = "") -> int:
+    """An int (NumPy's too, not a bool) in ``[low, high]``, returned as an int; ``why`` says in the error message
+    what sets the bounds."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}]{why}, got {value}")
+    return int(value)
+
+
+def check_index(name: str, value, size: int, what: str) -> int:
+    """An index into ``size`` items (``what``: the items, for the message): an int in ``[0, size - 1]``."""
+    return check_int_range(name, value, 0, size - 1, f" ({size} {what})")
+
+
+def check_dropout(value, name: str = "dropout") -> float:
+    """A dropout probability: a number (not a bool) in ``[0, 1)``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be a float in [0, 1), got {value!r}")
+    return float(value)
 
 
 def check_seed(seed) -> None:

@@ -97,15 +97,6 @@ def attention_edges(ax, xs_in, xs_out, y_in, y_out, allowed, focus, color, symbo
 
 
 # ------------------------------------------------------------------------------------------- validation
-def check_int(name: str, value, lo: int, hi: int, why: str = "") -> int:
-    """An int in ``[lo, hi]``; ``why`` explains the bound in the error message."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}{why}, got {value}")
-    return int(value)
-
-
 def check_words(name: str, words, lo: int, hi: int) -> list:
     """A sequence of ``lo`` to ``hi`` words (a string is refused: it would be read letter by letter)."""
     if isinstance(words, str) or not isinstance(words, Sequence):

@@ -17,9 +17,9 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ._checks import check_choice
+from ._checks import check_choice, check_int_range
 from ._drawing import (BLACK, BLUE, CROSS, DECODER, ENCODER, GREEN, GREY, HIGHLIGHT, INK, KEY, ORANGE, PINK, QUERY,
-                       SKY, VALUE, VERMILION, YELLOW, arrow, attention_edges, box, canvas, check_int, check_path,
+                       SKY, VALUE, VERMILION, YELLOW, arrow, attention_edges, box, canvas, check_path,
                        check_weights, check_words, circle, label, tensor_cards, tint)
 
 __all__ = ["unrolled_rnn", "seq2seq_attention", "self_attention_qkv", "multihead_split_merge", "multihead_heads",
@@ -48,7 +48,7 @@ def unrolled_rnn(n_steps: int = 5, highlight_path: Union[Tuple[int, int], str, N
         ValueError: for ``n_steps`` out of range, a path outside the sequence or the wrong number of words.
         TypeError: for an ``n_steps`` that is not an int, or a string instead of a list of words.
     """
-    n = check_int("n_steps", n_steps, 1, 12, " (the diagram draws every step)")
+    n = check_int_range("n_steps", n_steps, 1, 12, " (the diagram draws every step)")
     words = None if words is None else check_words("words", words, n, n)
     path = check_path(highlight_path, n)
     on_path = (lambda t: path is not None and path[0] <= t <= path[1])  # noqa: E731
@@ -118,7 +118,7 @@ def seq2seq_attention(src_words: Optional[Sequence[str]] = None, tgt_words: Opti
     tgt = check_words("tgt_words", ("ti", "mesu", "ka", "na", "hani", "mo", "mira") if tgt_words is None
                       else tgt_words, 1, 8)
     S, T = len(src), len(tgt)
-    t = check_int("step", step, 1, T, f" (the target has {T} words)")
+    t = check_int_range("step", step, 1, T, f" (the target has {T} words)")
     alpha = check_weights(weights, S, t - 1)
     width, height = 10.0, 4.0
     fig, ax = canvas(width, height)
@@ -209,7 +209,7 @@ def self_attention_qkv(words: Optional[Sequence[str]] = None, focus: int = 2, we
     words = check_words("words", ("students", "learned", "about", "transformers") if words is None else words,
                         2, 8)
     n = len(words)
-    i = check_int("focus", focus, 1, n, f" (the sentence has {n} tokens)")
+    i = check_int_range("focus", focus, 1, n, f" (the sentence has {n} tokens)")
     alpha = check_weights(weights, n, i - 1)
     width, height, left = 10.0, 4.2, 1.45
     fig, ax = canvas(width, height)
@@ -280,9 +280,9 @@ def multihead_split_merge(d_model: int = 8, n_heads: int = 2, seq_len: int = 3) 
         ValueError: for sizes out of range or ``n_heads`` that does not divide ``d_model``.
         TypeError: for a size that is not an int.
     """
-    d = check_int("d_model", d_model, 1, 32, " (the diagram draws every entry)")
-    H = check_int("n_heads", n_heads, 1, 6, " (one colour per head)")
-    n = check_int("seq_len", seq_len, 1, 8, " (the diagram draws every token)")
+    d = check_int_range("d_model", d_model, 1, 32, " (the diagram draws every entry)")
+    H = check_int_range("n_heads", n_heads, 1, 6, " (one colour per head)")
+    n = check_int_range("seq_len", seq_len, 1, 8, " (the diagram draws every token)")
     if d % H:
         raise ValueError(f"n_heads must divide d_model, got d_model={d} and n_heads={H}")
     dh = d // H
@@ -421,8 +421,8 @@ def architectures(n_tokens: int = 4, focus: int = 2) -> Figure:
         ValueError: for ``n_tokens`` or ``focus`` out of range.
         TypeError: for an ``n_tokens`` or ``focus`` that is not an int.
     """
-    n = check_int("n_tokens", n_tokens, 2, 6, " (the diagram draws every attention edge)")
-    f = check_int("focus", focus, 1, n, f" (there are {n} tokens)") - 1
+    n = check_int_range("n_tokens", n_tokens, 2, 6, " (the diagram draws every attention edge)")
+    f = check_int_range("focus", focus, 1, n, f" (there are {n} tokens)") - 1
     width, height, sp = 10.0, 3.55, min(0.55, 2.1 / n)
     w, (y0, y1, y2) = min(0.38, 0.86 * sp), (0.7, 1.6, 2.45)
     fig, ax = canvas(width, height)
@@ -524,7 +524,7 @@ def encoder_decoder(n_layers: int = 6, norm: str = "post") -> Figure:
         ValueError: for ``n_layers`` out of range or an unknown ``norm``.
         TypeError: for an ``n_layers`` that is not an int.
     """
-    n = check_int("n_layers", n_layers, 1, 48)
+    n = check_int_range("n_layers", n_layers, 1, 48)
     check_choice("norm", norm, ("post", "pre"))
     width, height = 9.4, 12.0                 # the height is trimmed to the drawing at the end
     fig, ax = canvas(width, height)
@@ -602,8 +602,8 @@ def multihead_heads(n_heads: int = 8, d_model: int = 512) -> Figure:
         ValueError: for ``n_heads`` or ``d_model`` out of range, or an ``n_heads`` that does not divide ``d_model``.
         TypeError: for a size that is not an int.
     """
-    H = check_int("n_heads", n_heads, 1, 16)
-    d = check_int("d_model", d_model, 1, 65536)
+    H = check_int_range("n_heads", n_heads, 1, 16)
+    d = check_int_range("d_model", d_model, 1, 65536)
     if d % H:
         raise ValueError(f"n_heads must divide d_model, got d_model={d} and n_heads={H}")
     width, height = 7.8, 6.2

@@ -28,6 +28,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ._checks import check_number
+
 __all__ = ["VERDICTS", "NOT_TESTABLE", "TRAINS_NOTHING", "Adequacy", "Text", "accuracy_saturated", "adequacy_key",
            "beats_baseline", "claim_keys", "claim_label", "erratum_keys", "erratum_label", "find_claims",
            "find_errata", "loss_flattened", "mean_sd", "record_claim", "record_erratum", "welch_t"]
@@ -138,16 +140,6 @@ def welch_t(a: Iterable[float], b: Iterable[float]) -> float:
     return (ma - mb) / se if se > 0 else (0.0 if ma == mb else math.copysign(math.inf, ma - mb))
 
 
-def _check_number(name: str, value: float, low: float = 0.0, inclusive: bool = True) -> float:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}") from None
-    if not math.isfinite(f) or f < low or (not inclusive and f == low):
-        raise ValueError(f"{name} must be a finite number {'≥' if inclusive else '>'} {low}, got {value!r}")
-    return f
-
-
 def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline: float, margin: float,
                    baseline_name: str = "the counted bigram", unit: str = "nats") -> Adequacy:
     """Every model's loss is at least ``margin`` below a baseline's (e.g. a counted n-gram model).
@@ -163,8 +155,8 @@ def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline
         Adequacy: passed when ``max(losses) <= baseline - margin``; ``measured`` names the worst model's margin.
     """
     items = _named_values(losses, "losses")
-    baseline = _check_number("baseline", baseline, low=-math.inf)
-    margin = _check_number("margin", margin)
+    baseline = check_number("baseline", baseline, low=-math.inf)
+    margin = check_number("margin", margin)
     worst_name, worst = max(items, key=lambda kv: kv[1])
     gap = baseline - worst
     where = f" ({worst_name})" if isinstance(losses, Mapping) and len(items) > 1 else ""
@@ -198,8 +190,8 @@ def loss_flattened(curves: Union[Mapping[str, Sequence[float]], Sequence[float]]
         raise TypeError(f"curves must be a list of losses or a mapping name -> list, got {type(curves).__name__}")
     if not named:
         raise ValueError("curves must hold at least one curve, got none")
-    tolerance = _check_number("tolerance", tolerance, inclusive=False)
-    fraction = _check_number("fraction", fraction, inclusive=False)
+    tolerance = check_number("tolerance", tolerance, strict=True)
+    fraction = check_number("fraction", fraction, strict=True)
     if fraction >= 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
     worst_name, worst = "", -math.inf
@@ -234,7 +226,7 @@ def accuracy_saturated(accuracies: Union[Mapping[str, float], Sequence[float]], 
     for name, a in items:
         if not 0 <= a <= 1:
             raise ValueError(f"accuracies[{name!r}] must be in [0, 1], got {a}")
-    threshold = _check_number("threshold", threshold, inclusive=False)
+    threshold = check_number("threshold", threshold, strict=True)
     if threshold > 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
     low_name, low = min(items, key=lambda kv: kv[1])

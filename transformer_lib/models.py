@@ -18,7 +18,7 @@ from typing import Dict, Optional
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_ids, check_positive_int, check_tensor, deferring
+from ._checks import check_choice, check_dropout, check_ids, check_positive_int, check_tensor, deferring
 from .attention import padding_mask, real_tokens
 from .blocks import ACTIVATIONS, NORMS, AttentionWeights, DecoderBlock, EncoderBlock, make_norm
 from .multihead import KVCache
@@ -73,8 +73,7 @@ class _TransformerConfig:
         check_choice("norm", self.norm, NORMS)
         check_choice("position", self.position, POSITION_KINDS)
         check_choice("sinusoidal_layout", self.sinusoidal_layout, ("interleaved", "halves"))
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        check_dropout(self.dropout)
 
     @classmethod
     def from_dict(cls, options: Dict):

@@ -13,7 +13,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_same_device, check_tensor
+from ._checks import check_dropout, check_positive_int, check_same_device, check_tensor
 from .attention import _attend, check_mask
 
 __all__ = ["LayerCache", "KVCache", "MultiHeadAttention", "split_heads", "merge_heads"]
@@ -98,8 +98,7 @@ class MultiHeadAttention(nn.Module):
         check_positive_int("n_heads", n_heads)
         if d_model % n_heads:
             raise ValueError(f"d_model must be divisible by n_heads, got d_model={d_model}, n_heads={n_heads}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        check_dropout(dropout)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.in_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # rows: W_q | W_k | W_v

@@ -18,6 +18,8 @@ import torch
 from cycler import cycler
 from matplotlib.patches import Rectangle
 
+from ._checks import check_index
+
 __all__ = [
     "BOOK_COLORS",
     "use_book_style",
@@ -120,17 +122,6 @@ def _grid_image(ax, data, x_labels, y_labels, cmap, vmin=None, vmax=None, interp
     return im
 
 
-def _check_row(row, n_rows: int) -> Optional[int]:
-    """``highlight_row`` checked against the number of queries (None passes through)."""
-    if row is None:
-        return None
-    if isinstance(row, bool) or not isinstance(row, (int, np.integer)):
-        raise TypeError(f"highlight_row must be an int or None, got {type(row).__name__} {row!r}")
-    if not 0 <= row < n_rows:
-        raise ValueError(f"highlight_row must be in [0, {n_rows - 1}] (the data has {n_rows} queries), got {row}")
-    return int(row)
-
-
 def _outline_row(ax, row: int, n_cols: int) -> None:
     """Outline row ``row`` of a grid image (one query and all its keys) in the highlight colour ``C3``."""
     ax.add_patch(Rectangle((-0.5, row - 0.5), n_cols, 1, fill=False, edgecolor="C3", linewidth=2))
@@ -165,7 +156,7 @@ def attention_heatmap(weights: ArrayLike, x_labels: Optional[Sequence[str]] = No
     t, s = data.shape
     x_labels = _check_labels("x_labels", x_labels, s, "keys (columns)")
     y_labels = _check_labels("y_labels", y_labels, t, "queries (rows)")
-    highlight_row = _check_row(highlight_row, t)
+    highlight_row = None if highlight_row is None else check_index("highlight_row", highlight_row, t, "queries")
     ax = _new_ax(ax)
     im = _grid_image(ax, data, x_labels, y_labels, cmap, vmin, vmax)
     ax.set_xlabel("key")
@@ -264,7 +255,7 @@ def mask_figure(mask: ArrayLike, x_labels: Optional[Sequence[str]] = None,
     t, s = data.shape
     x_labels = _check_labels("x_labels", x_labels, s, "keys (columns)")
     y_labels = _check_labels("y_labels", y_labels, t, "queries (rows)")
-    highlight_row = _check_row(highlight_row, t)
+    highlight_row = None if highlight_row is None else check_index("highlight_row", highlight_row, t, "queries")
     ax = _new_ax(ax, figsize=(min(6.0, 1.0 + 0.35 * s), min(6.0, 0.8 + 0.35 * t)))
     # Greys on [-0.15, 1.25]: True (1) dark grey, False (0) light grey, so white cell borders show on both.
     _grid_image(ax, data.astype(float), x_labels, y_labels, "Greys", vmin=-0.15, vmax=1.25)

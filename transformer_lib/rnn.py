@@ -40,7 +40,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ._checks import check_choice, check_ids, check_positive_int, check_tensor
+from ._checks import check_choice, check_dropout, check_ids, check_positive_int, check_tensor
 from .attention import SCORE_NAMES, make_score, masked_softmax, real_tokens
 
 __all__ = [
@@ -58,11 +58,6 @@ CELLS = ("rnn", "lstm", "gru")
 ATTENTION_NAMES = (None,) + tuple(SCORE_NAMES)
 
 State = Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]  # (L, B, H), or (h, c) for an LSTM
-
-
-def _check_dropout(dropout) -> None:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be a float in [0, 1), got {dropout!r}")
 
 
 def make_recurrent(cell: str, d_in: int, d_hidden: int, n_layers: int = 1, bidirectional: bool = False,
@@ -88,7 +83,7 @@ def make_recurrent(cell: str, d_in: int, d_hidden: int, n_layers: int = 1, bidir
     check_positive_int("d_in", d_in)
     check_positive_int("d_hidden", d_hidden)
     check_positive_int("n_layers", n_layers)
-    _check_dropout(dropout)
+    check_dropout(dropout)
     kind = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}[cell]
     return kind(d_in, d_hidden, num_layers=n_layers, batch_first=True, bidirectional=bool(bidirectional),
                 dropout=dropout if n_layers > 1 else 0.0)
@@ -247,7 +242,7 @@ class RNNSeq2SeqConfig:
         for name in ("rank", "d_attn"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
-        _check_dropout(self.dropout)
+        check_dropout(self.dropout)
         if self.pad_id is not None:
             check_positive_int("pad_id", self.pad_id, allow_zero=True)
         if self.tie_weights and self.d_embed != self.d_hidden:

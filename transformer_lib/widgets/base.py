@@ -38,16 +38,6 @@ def _as_tensor(name: str, x, ndim=None) -> torch.Tensor:
     return x.detach().to("cpu", torch.float64)
 
 
-def _check_index(name: str, value, size: int, what: str) -> int:
-    if isinstance(value, (np.integer,)):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not 0 <= value < size:
-        raise ValueError(f"{name} must be in [0, {size - 1}] ({size} {what}), got {value}")
-    return value
-
-
 def _check_tokens(name: str, tokens, length: Optional[int] = None, what: str = "") -> List[str]:
     if isinstance(tokens, str) or not isinstance(tokens, Sequence):
         raise TypeError(f"{name} must be a list of strings, got {type(tokens).__name__}")
@@ -57,15 +47,6 @@ def _check_tokens(name: str, tokens, length: Optional[int] = None, what: str = "
     if not tokens:
         raise ValueError(f"{name} is empty; expected at least one token")
     return tokens
-
-
-def _check_number(name: str, value, minimum: float = 0.0, strict: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < minimum or (strict and value == minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum}, got {value}")
-    return value
 
 
 def _show_token(token: str) -> str:

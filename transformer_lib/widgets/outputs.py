@@ -8,12 +8,11 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .._checks import check_positive_int
+from .._checks import check_index, check_number, check_positive_int
 from ..efficient import flops_per_layer
 from ..generation import apply_temperature, top_k_filter
-from .base import (ArrayLike, _as_tensor, _check_index, _check_number, _check_tokens, _entropy, _explorer,
-                           _figure, _html_output, _require_widgets, _show_token,
-                           _token_axis)
+from .base import (ArrayLike, _as_tensor, _check_tokens, _entropy, _explorer, _figure, _html_output,
+                   _require_widgets, _show_token, _token_axis)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -34,7 +33,7 @@ def next_token_distribution(logits: ArrayLike, temperature: float = 1.0, top_k: 
         logits (V,) -> probabilities (V,) float64, summing to 1.
     """
     z = _as_tensor("logits", logits, ndim=1)  # (V,)
-    temperature = _check_number("temperature", temperature, strict=False)
+    temperature = check_number("temperature", temperature, strict=False)
     if top_k is not None:
         check_positive_int("top_k", top_k, allow_zero=True)
     if temperature == 0.0:
@@ -265,7 +264,7 @@ def translation_rows(sources: Sequence, outputs_by_model: Mapping[str, Sequence]
         when there is no reference.
     """
     _check_translations(sources, outputs_by_model, references)
-    index = _check_index("index", index, len(sources), "examples")
+    index = check_index("index", index, len(sources), "examples")
     rows = [("source", _as_text(sources[index]), None)]
     reference = None
     if references is not None:

@@ -8,13 +8,12 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from .._checks import check_choice, check_positive_int, check_tensor
+from .._checks import check_choice, check_index, check_positive_int, check_tensor
 from ..attention import causal_mask, combine_masks, padding_mask
 from ..plotting import mask_figure, positional_matrix
 from ..positional import sinusoidal_table
 from ..efficient import sparse_pattern
-from .base import (_check_index, _check_tokens, _entropy, _explorer, _figure, _require_widgets,
-                           _show_token, _token_grid)
+from .base import (_check_tokens, _entropy, _explorer, _figure, _require_widgets, _show_token, _token_grid)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -36,7 +35,7 @@ def position_similarity(n: int, d: int, p: int, normalize: bool = False) -> np.n
         returns (n,) float64.
     """
     table = sinusoidal_table(n, d).double()  # (n, d); validates n and d
-    p = _check_index("p", p, n, "positions")
+    p = check_index("p", p, n, "positions")
     sims = table @ table[p]  # (n,)
     if normalize:
         sims = sims / (d / 2)
@@ -149,7 +148,7 @@ def mask_for(kind: str, n: int, length: Optional[int] = None, window: Optional[i
 def visible_positions(mask: torch.Tensor, i: int) -> List[int]:
     """The key positions query ``i`` may attend to under a (T, S) boolean mask."""
     check_tensor("mask", mask, ndim=2, dtype="bool")
-    i = _check_index("i", i, mask.shape[0], "queries")
+    i = check_index("i", i, mask.shape[0], "queries")
     return torch.nonzero(mask[i]).flatten().tolist()
 
 
@@ -165,7 +164,7 @@ def plot_mask(mask: torch.Tensor, i: Optional[int] = None, tokens: Optional[Sequ
     if tokens is not None:
         tokens = _check_tokens("tokens", tokens, s, "the mask")
     if i is not None:
-        i = _check_index("i", i, t, "queries")
+        i = check_index("i", i, t, "queries")
     fig = _figure(min(6.0, 2.0 + 0.3 * s), min(5.0, 1.6 + 0.3 * t), tokens or (), tokens or ())
     ax = mask_figure(mask, ax=fig.add_subplot(), title=title or "mask (dark = may attend)", highlight_row=i)
     _token_grid(ax, tokens, None if tokens is None else tokens[:t], "key j", "query i")

@@ -9,10 +9,9 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .._checks import check_choice
-from .base import (ArrayLike, _as_tensor, _check_index, _check_number, _check_tokens, _explorer, _figure,
-                           _require_widgets, _show_token, _token_axis, _token_grid,
-                           _token_options)
+from .._checks import check_choice, check_index, check_number
+from .base import (ArrayLike, _as_tensor, _check_tokens, _explorer, _figure, _require_widgets, _show_token,
+                   _token_axis, _token_grid, _token_options)
 from ..attention import attention_reference
 from ..blocks import AttentionWeights
 from ..plotting import attention_heatmap
@@ -38,8 +37,8 @@ def query_attention(weights: ArrayLike, query_index: int, head: int = 0) -> np.n
         returns (S,) float64; sums to 1 for a softmax row (0 for a fully masked one).
     """
     w = _check_weights_2d_3d(weights)  # (H, T, S)
-    head = _check_index("head", head, w.shape[0], "heads")
-    query_index = _check_index("query_index", query_index, w.shape[1], "queries")
+    head = check_index("head", head, w.shape[0], "heads")
+    query_index = check_index("query_index", query_index, w.shape[1], "queries")
     return w[head, query_index].numpy()
 
 
@@ -133,7 +132,7 @@ def self_attention_weights(embeddings: ArrayLike, projection: str = "identity", 
     """
     x = _as_tensor("embeddings", embeddings, ndim=2)  # (T, d)
     check_choice("projection", projection, PROJECTIONS)
-    scale = _check_number("scale", scale)
+    scale = check_number("scale", scale, strict=True)
     if projection == "identity":
         q, k = x, x
     else:
@@ -156,7 +155,7 @@ def plot_self_attention(tokens: Sequence[str], embeddings: ArrayLike, query_inde
     """
     weights = self_attention_weights(embeddings, projection, scale, seed)
     tokens = _check_tokens("tokens", tokens, weights.shape[0], "embeddings")
-    query_index = _check_index("query_index", query_index, len(tokens), "tokens")
+    query_index = check_index("query_index", query_index, len(tokens), "tokens")
     fig = _figure(max(7.0, 0.7 * len(tokens) + 2), 3.2, tokens, tokens)
     left, right = fig.subplots(1, 2, width_ratios=(1, 1.4))
     attention_heatmap(weights, ax=left, title="all weights α_ij", cmap="Blues", vmin=0, vmax=1, colorbar=False,
@@ -243,8 +242,8 @@ def head_weights(weights, layer: int, head: int) -> np.ndarray:
         head: head index.
     """
     w = _stack_layers(weights)
-    layer = _check_index("layer", layer, w.shape[0], "layers")
-    head = _check_index("head", head, w.shape[1], "heads")
+    layer = check_index("layer", layer, w.shape[0], "layers")
+    head = check_index("head", head, w.shape[1], "heads")
     return w[layer, head].numpy()
 
 
