@@ -239,7 +239,7 @@ def test_tiny_instructor_edition(tiny):
     for secret in ("SECRET-COLON-SOLUTION", "SECRET-GATED-CODE", "SECRET-REFERENCE-CAUSAL"):
         assert secret in key
     assert exercises.describe("04-self-attention").splitlines()[0] in key
-    assert "grade.py" in (instructor / "README.md").read_text()
+    assert "booktools.grade" in (instructor / "README.md").read_text()
     # each exercise is named by a number of its own (two share the first markdown cell of the tiny chapter)
     numbers = re.findall(r"^### Exercise (90\.\d+):", key, re.MULTILINE)
     assert numbers == [f"90.{k}" for k in range(1, 6)]

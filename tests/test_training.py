@@ -4,6 +4,7 @@ import math
 import random
 import re
 import sys
+import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -254,7 +255,7 @@ def test_eval_fn_is_called_every_eval_every_in_eval_mode():
 
 def test_seconds_exclude_evaluation(monkeypatch):
     clock = [0.0]  # a fake clock: get_batch takes 1 s, each evaluation 100 s
-    monkeypatch.setattr(tr.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])   # the clock fit reads
 
     def get_batch(step):
         clock[0] += 1.0

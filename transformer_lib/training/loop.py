@@ -377,7 +377,7 @@ def fit(
                 f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in metrics.items()))
 
     if progress is None:
-        from .notebook import use_gpu_settings
+        from ..notebook import use_gpu_settings
 
         progress = use_gpu_settings()
     bar = _tqdm(total=steps, disable=not (progress and main))
@@ -499,7 +499,7 @@ def _deferred_queue(defer: bool) -> list:
     """The checks queued by the step that just ran (and empty the queue for the next)."""
     if not defer:
         return []
-    from ._checks import _DEFERRED
+    from .._checks import _DEFERRED
 
     queued = list(_DEFERRED.queue)
     _DEFERRED.queue.clear()
