@@ -147,7 +147,7 @@ def write_source(src: Path, repo: str | None = None, branch: str = "main", cours
 def replace_downloads(html: Path, chapters: list[Path], book_url: str, course: dict | None) -> list[Path]:
     """Write the student edition's notebook of each chapter (make_editions.reader_notebook) over the MyST source that
     the page's download button serves (``_sources/chapters/NN_topic.ipynb``); returns the files written."""
-    import make_editions
+    from booktools import make_editions
 
     written = []
     config = notebooks.load_config()
@@ -169,7 +169,7 @@ def build(out: Path = DEFAULT_OUT, repo: str | None = None, branch: str = "main"
     """Write the source and build the HTML; return the HTML folder. ``course_ref``: the course's tag or commit
     (ValueError naming --course-ref when this clone has none such); ``book_url``: where the student book is
     published (default: the GitHub Pages address of ``repo``), for the downloaded notebooks' links."""
-    import make_editions
+    from booktools import make_editions
 
     course = ek.resolve_course_ref(course_ref) if course_ref else None
     url, _ = make_editions.student_book_url(repo, book_url)
