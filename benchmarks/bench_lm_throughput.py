@@ -23,7 +23,6 @@ chunks and peak measurements alternate (this machine is shared) and medians are 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time

@@ -24,7 +24,6 @@ import argparse
 import json
 import sys
 from collections import Counter
-from pathlib import Path
 
 from booktools import gpu_run, notebooks  # noqa: E402
 from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, VERDICTS, adequacy_key, claim_keys,  # noqa: E402

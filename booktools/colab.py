@@ -17,7 +17,7 @@ Colab renders plain Markdown, not MyST, so the chapter's markdown is converted:
 
 Cells tagged ``remove-cell`` are dropped, except the Colab set-up cell, which becomes the template of
 :mod:`booktools.notebooks`. Code cells keep their stored outputs. The MyST is parsed with
-markdown-it-py and the MyST plugins of mdit-py-plugins (what myst-parser uses); a construct this
+markdown-it-py and the MyST plugins of mdit-py-plugins (:mod:`booktools.myst`, the book's one MyST reader); a construct this
 converter does not know raises :class:`ConversionError` naming the chapter and cell, rather than
 leaking raw MyST into the edition.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from booktools import notebooks as nbt
+from booktools import myst, notebooks as nbt
 
 EDITION_DIR = nbt.COLAB_DIR
 BOOK_RUN_MARK = "<sup>†</sup>"
@@ -55,42 +55,6 @@ RAW_MYST = {
 
 class ConversionError(ValueError):
     """A MyST construct the converter cannot turn into plain markdown."""
-
-
-# --------------------------------------------------------------------------- markdown-it
-@lru_cache(maxsize=1)
-def _parser():
-    from markdown_it import MarkdownIt
-    from mdit_py_plugins.amsmath import amsmath_plugin
-    from mdit_py_plugins.colon_fence import colon_fence_plugin
-    from mdit_py_plugins.deflist import deflist_plugin
-    from mdit_py_plugins.dollarmath import dollarmath_plugin
-    from mdit_py_plugins.myst_blocks import myst_block_plugin
-    from mdit_py_plugins.myst_role import myst_role_plugin
-
-    return (MarkdownIt("commonmark").enable("table")
-            .use(myst_role_plugin).use(myst_block_plugin).use(colon_fence_plugin)
-            .use(dollarmath_plugin, double_inline=True).use(amsmath_plugin).use(deflist_plugin))
-
-
-def _blocks(text: str):
-    """Top-level block tokens of ``text`` with their line ranges, and the MyST roles inside each."""
-    tokens = _parser().parse(text)
-    blocks, i = [], 0
-    while i < len(tokens):
-        token = tokens[i]
-        j = i
-        if token.nesting == 1:  # find the matching close token
-            depth = 0
-            for j in range(i, len(tokens)):
-                depth += tokens[j].nesting
-                if depth == 0:
-                    break
-        roles = [(child.meta["name"], child.content)
-                 for t in tokens[i:j + 1] for child in (t.children or []) if child.type == "myst_role"]
-        blocks.append((token, token.map, roles))
-        i = j + 1
-    return blocks
 
 
 _ROLE_AT = re.compile(r"\{(?P<name>[a-zA-Z0-9_:+-]+)\}(?P<ticks>`+)(?P<content>.*?)(?<!`)(?P=ticks)(?!`)", re.DOTALL)
@@ -424,26 +388,6 @@ class Converter:
         return "".join(out)
 
     # ---------------------------------------------------------------- directives
-    @staticmethod
-    def split_options(content: str) -> tuple[dict, str]:
-        lines = content.split("\n")
-        options: dict[str, str] = {}
-        if lines and lines[0].strip() == "---":
-            import yaml
-
-            end = next((i for i in range(1, len(lines)) if lines[i].strip() == "---"), None)
-            if end is not None:
-                options = {str(k): str(v) for k, v in (yaml.safe_load("\n".join(lines[1:end])) or {}).items()}
-                return options, "\n".join(lines[end + 1:])
-        i = 0
-        while i < len(lines):
-            match = re.match(r"^\s*:(?P<key>[A-Za-z0-9_-]+):\s*(?P<value>.*?)\s*$", lines[i])
-            if not match:
-                break
-            options[match["key"]] = match["value"]
-            i += 1
-        return options, "\n".join(lines[i:])
-
     def anchor(self, options: dict) -> str:
         label = options.get("label") or options.get("name")
         return f'<a id="{label}"></a>\n' if label else ""
@@ -468,7 +412,7 @@ class Converter:
         self.fail(f"{{glue:figure}} {key}: the glued value has no image")
 
     def directive(self, name: str, arg: str, content: str) -> str:
-        options, body = self.split_options(content)
+        options, body = myst.split_options(content)
         if name == "exercise":
             return self.exercise_heading(arg, options) + "\n\n" + self.fragment(body).strip("\n")
         if name == "solution":
@@ -517,7 +461,7 @@ class Converter:
         def emit(chunk: str, mode: str | None = None):
             pieces.append((mode or state[0], chunk))
 
-        for token, span, roles in _blocks(text):
+        for token, span, roles in myst.blocks(text):
             if span is None:
                 continue
             start, end = span
@@ -530,13 +474,12 @@ class Converter:
                 emit(f'<a id="{token.content.strip()}"></a>')
             elif kind in ("myst_line_comment", "myst_block_break"):
                 continue
-            elif kind in ("fence", "colon_fence") and token.info.strip().startswith("{"):
-                match = re.match(r"^\{(?P<name>[^}]+)\}\s*(?P<arg>.*)$", token.info.strip())
-                name, arg = match["name"], match["arg"]
-                if name in ("solution-start", "solution-end", "exercise-start", "exercise-end"):
+            elif myst.directive_of(token):
+                name, arg = myst.directive_of(token)
+                if name in myst.GATED:
                     if gated is None:
                         self.fail(f"gated {{{name}}} inside another directive")
-                    options, _ = self.split_options(token.content)
+                    options, _ = myst.split_options(token.content)
                     if name == "solution-start":
                         if self.solution_has_code.pop(0):
                             emit("#### Solution (code)", "plain")
@@ -589,18 +532,15 @@ class Converter:
         inside = False
         for cell in self.ch.nb.cells:
             if cell.cell_type == "code":
-                if inside and not (nbt.BOOTSTRAP_TAG in nbt.cell_tags(cell)):
+                if inside and nbt.BOOTSTRAP_TAG not in nbt.cell_tags(cell):
                     has_code[-1] = True
-                continue
-            if cell.cell_type != "markdown":
-                continue
-            for token, _, _ in _blocks(nbt.cell_source(cell)):
-                if token.type in ("fence", "colon_fence"):
-                    info = token.info.strip()
-                    if info.startswith("{solution-start}"):
+            elif cell.cell_type == "markdown":
+                for token, _, _ in myst.blocks(nbt.cell_source(cell)):
+                    name, _ = myst.directive_of(token) or (None, "")
+                    if name == "solution-start":
                         inside = True
                         has_code.append(False)
-                    elif info.startswith("{solution-end}"):
+                    elif name == "solution-end":
                         inside = False
         return has_code
 

@@ -13,34 +13,28 @@ A chapter writes its exercises with sphinx-exercise directives (chapter brief, R
 - an autograded exercise has one code cell tagged ``["solution", "ex-NN-name"]`` holding the
   reference solution; the autograder's id is ``NN-name`` (``transformer_lib.exercises``).
 
-The scanner reads markdown line by line with a stack of open fences, so that a fence inside a
-code block or a nested directive does not end a solution early, and it carries the gated
-solution and exercise blocks from one cell to the next.
+The markdown is read by :mod:`booktools.myst`, the book's one MyST reader (the parser myst-parser uses), which
+says of each line which exercise and which solution it belongs to, and carries the gated solution and exercise
+blocks from one cell to the next.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import sys
-
 import nbformat
 
-from booktools import notebooks  # noqa: E402
+from booktools import myst, notebooks
 
 SOLUTION_TAG = "solution"
 STARTER_TAG = "starter"
 ANSWER_TAG = "answer"
 EX_TAG = re.compile(r"^ex-(\d\d-[A-Za-z0-9_-]+)$")
 
-_OPEN = re.compile(r"^\s*(?P<fence>`{3,}|:{3,})\s*(?:\{(?P<name>[A-Za-z0-9_:-]+)\}\s*(?P<arg>.*?))?\s*$")
-_OPEN_CODE = re.compile(r"^\s*(?P<fence>`{3,})[^`]*$")
-_OPTION = re.compile(r"^\s*:(?P<key>[A-Za-z0-9_-]+):\s*(?P<value>.*?)\s*$")
 _ID_IN_TITLE = re.compile(r"\s*\(id\s+`[^`]*`\)\s*")
 _NUMBERED = re.compile(r"^\s{0,3}\d+[.)]\s", re.MULTILINE)
 
@@ -62,112 +56,9 @@ KINDS = ("conceptual", "implementation", "experiment", "written")
 
 
 # --------------------------------------------------------------------------- small helpers
-# Reading notebooks and cells is booktools.notebooks' business; these names are kept for the scripts.
-cell_source = notebooks.cell_source
-cell_tags = notebooks.cell_tags
-read_notebook = notebooks.read_notebook
-chapter_title = notebooks.chapter_title
-
-
 def exercise_tag_ids(cell) -> list[str]:
     """Autograder ids named by a cell's ``ex-NN-name`` tags (``ex-04-x`` -> ``04-x``)."""
-    return [m.group(1) for m in (EX_TAG.match(t) for t in cell_tags(cell)) if m]
-
-
-# --------------------------------------------------------------------------- markdown scanner
-_SERIAL = itertools.count()
-
-
-@dataclass
-class _Frame:
-    fence: str
-    name: str | None          # directive name, None for a code block
-    arg: str = ""
-    label: str | None = None  # :label: of an exercise
-    reading_options: bool = False
-    serial: int = field(default_factory=lambda: next(_SERIAL))  # identifies the frame
-
-
-@dataclass
-class Line:
-    """One markdown line with what it belongs to."""
-
-    text: str
-    solution: str | None = None     # label of the solution it is part of (fences included)
-    exercise: _Frame | None = None  # the exercise whose text it is part of (fences included)
-    markup: bool = False            # a fence or option line, not content
-
-
-@dataclass
-class ScanState:
-    """What carries over from one cell to the next: open gated blocks."""
-
-    gated_solution: str | None = None
-    gated_exercise: _Frame | None = None
-
-
-def _is_close(stripped: str, fence: str) -> bool:
-    return len(stripped) >= len(fence) and set(stripped) == {fence[0]}
-
-
-def scan_markdown(source: str, state: ScanState) -> list[Line]:
-    """Classify the lines of one markdown cell; updates ``state`` for the next cells."""
-    stack: list[_Frame] = []
-    out: list[Line] = []
-
-    def context() -> tuple[str | None, _Frame | None]:
-        solution = state.gated_solution
-        exercise = state.gated_exercise
-        for frame in stack:
-            if frame.name in ("solution", "solution-start"):
-                solution = frame.arg.split()[0] if frame.arg else "?"
-            elif frame.name == "solution-end":
-                solution = state.gated_solution or "?"
-            elif frame.name in ("exercise", "exercise-start"):
-                exercise = frame
-            elif frame.name == "exercise-end":
-                exercise = state.gated_exercise
-        return solution, exercise
-
-    for text in source.splitlines():
-        stripped = text.strip()
-        top = stack[-1] if stack else None
-        if top is not None and top.reading_options:
-            option = _OPTION.match(text)
-            if option:
-                if option["key"] == "label":
-                    top.label = option["value"]
-                out.append(Line(text, *context(), markup=True))
-                continue
-            top.reading_options = False
-        if top is not None and _is_close(stripped, top.fence):
-            out.append(Line(text, *context(), markup=True))
-            frame = stack.pop()
-            if frame.name == "solution-start":
-                state.gated_solution = frame.arg.split()[0] if frame.arg else "?"
-            elif frame.name == "solution-end":
-                state.gated_solution = None
-            elif frame.name == "exercise-start":
-                state.gated_exercise = frame
-            elif frame.name == "exercise-end":
-                state.gated_exercise = None
-            continue
-        if top is not None and top.name is None:  # inside a code block: literal text
-            out.append(Line(text, *context()))
-            continue
-        opening = _OPEN.match(text)
-        if opening and opening["name"]:
-            frame = _Frame(opening["fence"], opening["name"], opening["arg"] or "", reading_options=True)
-        elif _OPEN_CODE.match(text):
-            frame = _Frame(_OPEN_CODE.match(text)["fence"], None)
-        else:
-            frame = None
-        if frame is not None:
-            stack.append(frame)
-            out.append(Line(text, *context(), markup=True))
-            continue
-        out.append(Line(text, *context()))
-    return out
+    return [m.group(1) for m in (EX_TAG.match(t) for t in notebooks.cell_tags(cell)) if m]
 
 
 # --------------------------------------------------------------------------- exercises
@@ -237,15 +128,15 @@ def _clean(lines: list[str]) -> str:
 
 def find_exercises(path: Path, nb=None) -> list[ExerciseInfo]:
     """Every exercise of a chapter notebook, in order, with its solution's text and code."""
-    nb = nb if nb is not None else read_notebook(path)
-    state = ScanState()
+    nb = nb if nb is not None else notebooks.read_notebook(path)
+    state = myst.ScanState()
     found: dict[int, ExerciseInfo] = {}          # frame.serial -> info
     order: list[ExerciseInfo] = []
     text_lines: dict[int, list[str]] = {}
     solution_blocks: dict[str, list[list]] = {}   # label -> [[kind, cell index, lines or source]]
     tagged: list[tuple[int, list[str], str]] = []  # (cell index, ids, source)
 
-    def info_for(frame: _Frame, index: int) -> ExerciseInfo:
+    def info_for(frame: myst.Directive, index: int) -> ExerciseInfo:
         key = frame.serial
         if key not in found:
             title = _ID_IN_TITLE.sub(" ", frame.arg).strip()
@@ -258,7 +149,7 @@ def find_exercises(path: Path, nb=None) -> list[ExerciseInfo]:
 
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "markdown":
-            for line in scan_markdown(cell_source(cell), state):
+            for line in myst.scan_markdown(notebooks.cell_source(cell), state):
                 if line.exercise is not None and line.exercise.name in ("exercise", "exercise-start"):
                     info_for(line.exercise, index)
                     if not line.markup and line.solution is None:
@@ -269,8 +160,8 @@ def find_exercises(path: Path, nb=None) -> list[ExerciseInfo]:
                         blocks.append(["markdown", index, []])
                     blocks[-1][2].append(line.text)
         elif cell.cell_type == "code":
-            source = cell_source(cell)
-            if SOLUTION_TAG in cell_tags(cell):
+            source = notebooks.cell_source(cell)
+            if SOLUTION_TAG in notebooks.cell_tags(cell):
                 tagged.append((index, exercise_tag_ids(cell), source))
             if state.gated_solution is not None:
                 solution_blocks.setdefault(state.gated_solution, []).append(["code", index, source])
@@ -360,7 +251,7 @@ def strip_solutions(nb, keep_outputs: bool = False) -> tuple[object, list[str]]:
     kept when a starter precedes it in that block.
     """
     nb = copy.deepcopy(nb)
-    state = ScanState()
+    state = myst.ScanState()
     cells = []
     starters: list[str] = []
     placeholder_for: str | None = None
@@ -368,7 +259,7 @@ def strip_solutions(nb, keep_outputs: bool = False) -> tuple[object, list[str]]:
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             before = state.gated_solution
-            lines = [line.text for line in scan_markdown(cell_source(cell), state)
+            lines = [line.text for line in myst.scan_markdown(notebooks.cell_source(cell), state)
                      if line.solution is None]
             if state.gated_solution != before:
                 placeholder_for, starter_in_block = None, False
@@ -380,8 +271,8 @@ def strip_solutions(nb, keep_outputs: bool = False) -> tuple[object, list[str]]:
         if cell.cell_type != "code":
             cells.append(cell)
             continue
-        tags = cell_tags(cell)
-        source = cell_source(cell)
+        tags = notebooks.cell_tags(cell)
+        source = notebooks.cell_source(cell)
         if not keep_outputs or SOLUTION_TAG in tags or is_check_cell(source):
             cell.outputs = []
             cell.execution_count = None

@@ -48,9 +48,9 @@ from pathlib import Path
 
 import nbformat
 
-from booktools import exercisekit as ek  # noqa: E402
-from booktools import colab as colab_edition  # noqa: E402  (the one MyST converter)
-from booktools import notebooks  # noqa: E402
+from booktools import exercisekit as ek
+from booktools import colab as colab_edition  # the Colab edition's converter, shared by the student edition
+from booktools import notebooks
 
 ROOT = notebooks.ROOT
 EXERCISE_TABLE = ROOT / "_exercise_table.md"
@@ -101,18 +101,18 @@ def data_files(chapters: list[Path], base: Path = ROOT) -> list[Path]:
     of a code cell or a link of a markdown cell, relative to the chapter's folder."""
     files: set[Path] = set()
     for folder in sorted({Path(c).resolve().parent for c in chapters}):
-        notebooks = {p.stem for p in folder.glob("*.ipynb")}
+        stems = {p.stem for p in folder.glob("*.ipynb")}
         for path in folder.rglob("*"):
             rel = path.relative_to(folder)
             if (path.is_file() and not _skipped(rel) and path.suffix != ".ipynb"
-                    and not (path.suffix == ".md" and path.stem in notebooks and rel.parent == Path("."))):
+                    and not (path.suffix == ".md" and path.stem in stems and rel.parent == Path("."))):
                 files.add(path.resolve())
     for chapter in chapters:
         folder = Path(chapter).resolve().parent
-        nb = ek.read_notebook(chapter)
+        nb = notebooks.read_notebook(chapter)
         names: set[str] = set()
         for cell in nb.cells:
-            source = ek.cell_source(cell)
+            source = notebooks.cell_source(cell)
             if cell.cell_type == "code":
                 try:
                     tree = ast.parse(source)
@@ -351,7 +351,7 @@ def build_student(chapters: list[Path], out: Path, repo: str | None = None, bran
     out.mkdir(parents=True)
     written, entries = [], []
     for chapter in chapters:
-        nb = ek.read_notebook(chapter)
+        nb = notebooks.read_notebook(chapter)
         student, _ = ek.strip_solutions(nb)
         rel = _relative(chapter, base_of(chapters))
         student = reader_notebook(chapter, nb, student, url, course, config, rel.with_suffix("").as_posix())
@@ -359,7 +359,7 @@ def build_student(chapters: list[Path], out: Path, repo: str | None = None, bran
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(student, str(target))
         written.append(target)
-        entries.append(dict(path=rel.as_posix(), title=ek.chapter_title(nb),
+        entries.append(dict(path=rel.as_posix(), title=notebooks.chapter_title(nb),
                             colab=colab_link(rel.as_posix(), repo, branch, subdir),
                             exercises=ek.find_exercises(chapter, nb)))
     copy_data(chapters, out)
@@ -377,7 +377,7 @@ def answer_key(chapters: list[Path]) -> str:
     from transformer_lib import exercises as grader
 
     title = notebooks.load_config().get("title", "the book")
-    per_chapter = [(c, ek.read_notebook(c)) for c in chapters]
+    per_chapter = [(c, notebooks.read_notebook(c)) for c in chapters]
     all_ex = [(c, nb, ex) for c, nb in per_chapter for ex in ek.find_exercises(c, nb)]
     lines = [f"# Answer key — {title}", "",
              f"{len(all_ex)} exercises in {len(chapters)} chapters; the notebooks in `chapters/` "
@@ -392,7 +392,7 @@ def answer_key(chapters: list[Path]) -> str:
         except ValueError:
             number = ""
         # Exercises are numbered as the book numbers them (Exercise N.k): several may share a notebook cell.
-        lines += [f"## {ek.chapter_title(nb) or rel}", "", f"`{rel}`", "",
+        lines += [f"## {notebooks.chapter_title(nb) or rel}", "", f"`{rel}`", "",
                   "| exercise | id | kind | autograded | minutes | notebook cell |",
                   "| --- | --- | --- | --- | --- | --- |"]
         for k, ex in enumerate(exercises, 1):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 
 from booktools import make_colab_edition  # noqa: E402
 from booktools import notebooks  # noqa: E402

@@ -1,5 +1,4 @@
 """Shared test set-up: seeds, threads and the ``gpu`` marker."""
-import os
 import random
 
 import numpy as np

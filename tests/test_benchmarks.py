@@ -156,7 +156,7 @@ def test_chapter_report_is_data(monkeypatch, tmp_path):
     assert rows[tenth]["budget_s"] == 300.0 and not rows[tenth]["over"]   # chapter 10 is allowed 300 s
     assert first in data["over"] and tenth not in data["over"]
     assert data["total"] == pytest.approx(sum(r["seconds"] for r in data["rows"] if r["seconds"] is not None))
-    assert f"OVER 180 s" in chapter_times.format_report(data)
+    assert "OVER 180 s" in chapter_times.format_report(data)
     assert chapter_times.main(["--runs", str(runs)]) == 0          # over budget is reported, not fatal
     assert chapter_times.main(["--runs", str(runs), "--strict"]) == 1
     monkeypatch.setattr(run_all, "NBVAL_REPORT", tmp_path / "no-report.xml")

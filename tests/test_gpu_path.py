@@ -96,7 +96,6 @@ def test_fit_compile_on_cuda(cuda):
 def test_fit_on_cuda_reads_the_host_once_per_16_steps(cuda, monkeypatch):
     """On CUDA, fit's default reads losses, gradient norms, token counts and id checks back once every 16 steps,
     and fused AdamW keeps its step counters on the device: at most one synchronisation per step on average."""
-    import traceback
 
     reads = {"n": 0}
     for name in ("item", "tolist", "__int__", "__float__", "__bool__"):

@@ -163,7 +163,7 @@ def test_record_merge_keeps_the_exercises_not_regraded():
 
 def test_a_forbidden_call_is_reported_once():
     """Read in the source under an alias and caught again at run time, one call is one finding and one clause."""
-    from transformer_lib.exercises import engine, guard
+    from transformer_lib.exercises import engine
     from transformer_lib.exercises import EXERCISES
 
     why = "which normalises in one call"

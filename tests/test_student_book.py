@@ -16,7 +16,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
