@@ -80,6 +80,7 @@ TOOLS = Path(__file__).resolve().parent
 import torch  # noqa: E402
 
 from booktools import exercise_references as references  # noqa: E402
+from booktools.exercisekit import EX_TAG  # noqa: E402  (a chapter's exercise tag, ex-NN-name)
 import transformer_lib  # noqa: E402
 from transformer_lib.exercises import engine, guard  # noqa: E402
 from transformer_lib.exercises.catalogue import EXERCISES  # noqa: E402
@@ -92,7 +93,6 @@ COLUMNS = ["student_id", "student_file", "exercise_id", "passed", "points", "lat
 MIN_TOKENS = 30  # a shorter function is not compared by containment
 NEAR_COPY = 0.9  # similarity to the library's implementation from which a submission is flagged
 CANVAS_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-EX_TAG = re.compile(r"^ex-(\d\d-[A-Za-z0-9_-]+)$")
 CODE_TAGS = ("starter", "solution")
 MAX_MESSAGE = 1000
 MAX_NOTEBOOK_BYTES = 50 * 2**20
