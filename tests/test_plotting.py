@@ -52,8 +52,10 @@ def test_attention_heatmap_numpy_annotate_and_existing_ax():
 
 @pytest.mark.parametrize("kwargs, exc, words", [
     (dict(weights=torch.rand(2, 3, 4)), ValueError, "weights must have 2 dimensions, got 3"),
-    (dict(weights=torch.rand(2, 3), x_labels=["a", "b"]), ValueError, "x_labels has 2 labels but the data has 3"),
-    (dict(weights=torch.rand(2, 3), y_labels=["a"]), ValueError, "y_labels has 1 labels but the data has 2"),
+    (dict(weights=torch.rand(2, 3), x_labels=["a", "b"]), ValueError,
+     r"x_labels has 2 labels but the key axis \(columns\) of weights has 3"),
+    (dict(weights=torch.rand(2, 3), y_labels=["a"]), ValueError,
+     r"y_labels has 1 labels but the query axis \(rows\) of weights has 2"),
     (dict(weights=torch.rand(2, 3), x_labels="abc"), TypeError, "x_labels"),
     (dict(weights="not an array"), TypeError, "weights"),
     (dict(weights=torch.rand(2, 3), ax="ax"), TypeError, "ax"),
@@ -76,7 +78,7 @@ def test_attention_heads_grid():
     assert len(lims) == 1  # one shared colour scale
     with pytest.raises(ValueError, match="weights must have 3 dimensions"):
         plotting.attention_heads(w[0])
-    with pytest.raises(ValueError, match="titles has 2 labels but the data has 6"):
+    with pytest.raises(ValueError, match="titles has 2 labels but the head axis of weights has 6"):
         plotting.attention_heads(w, titles=["a", "b"])
     with pytest.raises(ValueError, match="ncols"):
         plotting.attention_heads(w, ncols=0)

@@ -69,8 +69,11 @@ def test_query_attention_rejects_bad_input():
         W.query_attention(w, 0, head=2)
     with pytest.raises(ValueError, match="weights must have 2 or 3 dimensions"):
         W.query_attention(w[None], 0)
-    with pytest.raises(TypeError, match="weights must be a torch.Tensor"):
-        W.query_attention([[1.0]], 0)
+    with pytest.raises(TypeError, match="weights must be a torch.Tensor, a numpy array or a .* sequence of numbers"):
+        W.query_attention([[1.0], [0.5, 0.5]], 0)
+    with pytest.raises(TypeError, match="weights must hold real numbers, got dtype torch.bool"):
+        W.query_attention(torch.ones(2, 2, dtype=torch.bool), 0)
+    np.testing.assert_array_equal(W.query_attention([[1.0, 0.0], [0.5, 0.5]], 1), [0.5, 0.5])  # nested lists too
 
 
 def test_attention_explorer_controls_and_first_view():
@@ -93,7 +96,7 @@ def test_attention_explorer_2d_and_cross_attention():
     _assert_first_view(cross)
     with pytest.raises(ValueError, match="key_tokens"):
         W.attention_explorer(TOKENS, _weights(T, 3))
-    with pytest.raises(ValueError, match="tokens has 6 entries"):
+    with pytest.raises(ValueError, match="tokens has 6 tokens but the query axis of weights has 7"):
         W.attention_explorer(TOKENS[:-1], _weights(T, T))
 
 
@@ -468,6 +471,54 @@ def test_plots_return_figures_and_leak_no_pyplot_figures():
     assert plt.get_fignums() == before
 
 
+# Every check an explorer's public functions run: none may run again when a control moves.
+_CHECKS = ("as_tensor", "as_numpy", "check_labels", "check_index", "check_number", "check_choice",
+           "check_positive_int", "check_tensor", "_stack_layers", "_check_vocab", "_check_translations")
+
+
+@pytest.mark.parametrize("build, moves", [
+    (lambda: W.attention_explorer(TOKENS, _weights(3, T, T)), [("query", 2), ("head", 1)]),
+    (lambda: W.self_attention_explorer(TOKENS, torch.randn(T, 4)),
+     [("word", 1), ("projection", "random"), ("scale", 2.0)]),
+    (lambda: W.sinusoidal_explorer(max_len=32, max_d=16), [("d_model", 8), ("length", 10), ("p", 3)]),
+    (lambda: W.mask_explorer(tokens=TOKENS), [("kind", "padding"), ("length", 3), ("kind", "sliding"), ("i", 2)]),
+    (lambda: W.softmax_temperature_explorer(n_keys=8), [("d_k", 256), ("seed", 3)]),
+    (lambda: W.heads_explorer(TOKENS, [_weights(1, 2, T, T) for _ in range(3)]), [("layer", 2), ("head", 1)]),
+    (lambda: W.sampling_explorer(torch.randn(10), list("abcdefghij")), [("temperature", 0.5), ("top_k", 3)]),
+    (lambda: W.cost_explorer(), [("n", 4096), ("d", 64), ("n_heads", 1)]),
+    (lambda: W.translation_explorer(["a b", "c"], {"m": ["x", "y"]}, ["x", "z"]), [("example", 1)]),
+])
+def test_a_redraw_runs_no_checks(monkeypatch, build, moves):
+    """An explorer checks its inputs once, when it is built; a control's move redraws through unchecked internals
+    (the pattern of :mod:`~transformer_lib.attention`), plotting's included."""
+    from transformer_lib import plotting
+    from transformer_lib.widgets import outputs, scores, weights
+    box = build()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a redraw checked its inputs again")
+
+    for module in (weights, scores, outputs, plotting):
+        for name in _CHECKS:
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, refuse)
+    for control, value in moves:
+        first = _png(box) if "image/png" in _kinds(box) else None
+        box.controls[control].value = value
+        assert "stderr" not in _kinds(box), _text(box)
+        assert first is None or _png(box) != first
+
+
+def test_a_redraw_draws_what_the_public_function_draws():
+    """The explorers' unchecked redraws and the checked plot_* functions give the same picture."""
+    w = _weights(3, 2, T, T)
+    box = W.heads_explorer(TOKENS, w)
+    box.controls["layer"].value, box.controls["head"].value = 2, 1
+    buffer = __import__("io").BytesIO()
+    W.plot_head(TOKENS, w, 2, 1).savefig(buffer, format="png", dpi=90)
+    assert _png(box) == buffer.getvalue()
+
+
 def test_all_lists_the_explorers_and_the_building_blocks_stay_importable():
     assert set(W.__all__) == {name for name in dir(W) if name.endswith("_explorer")}
     for name in ("query_attention", "self_attention_weights", "position_similarity", "mask_for", "visible_positions",
@@ -481,9 +532,9 @@ def test_errors_during_interaction_are_shown_not_raised():
     box = W.mask_explorer(n=4)
     box.refresh({"new": None}, name="kind")  # a normal change re-renders
     assert "sees" in _text(box)
-    box.controls["kind"].options = ["causal", "bogus"]
-    box.controls["kind"].value = "bogus"
-    assert box.out.outputs[0]["name"] == "stderr" and "kind must be one of" in box.out.outputs[0]["text"]
+    box = W.sinusoidal_explorer(max_len=16, max_d=8)
+    box.controls["d_model"].value = 3  # off the slider's steps: the library's table refuses it during the redraw
+    assert box.out.outputs[0]["name"] == "stderr" and "even" in box.out.outputs[0]["text"]
 
 
 def test_missing_ipywidgets_gives_an_install_hint(monkeypatch):

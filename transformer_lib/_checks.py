@@ -9,8 +9,9 @@ import contextlib
 import math
 import numbers
 import threading
-from typing import Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import torch
 
 _DTYPE_KINDS = ("float", "int", "bool")
@@ -20,6 +21,20 @@ def _describe(x) -> str:
     if isinstance(x, torch.Tensor):
         return f"a tensor of shape {tuple(x.shape)} and dtype {x.dtype} on {x.device}"
     return f"{type(x).__name__} {x!r}"
+
+
+def _check_rank(name: str, shape: Tuple[int, ...], ndim: Union[int, Iterable[int], None]) -> None:
+    if ndim is None:
+        return
+    accepted = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+    if len(shape) not in accepted:
+        want = " or ".join(str(a) for a in accepted)
+        raise ValueError(f"{name} must have {want} dimensions, got {len(shape)} (shape {shape})")
+
+
+def _check_not_empty(name: str, shape: Tuple[int, ...]) -> None:
+    if 0 in shape:
+        raise ValueError(f"{name} is empty (shape {shape}); expected at least one element in every dimension")
 
 
 def check_tensor(
@@ -45,11 +60,7 @@ def check_tensor(
     """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {_describe(x)}")
-    if ndim is not None:
-        accepted = (ndim,) if isinstance(ndim, int) else tuple(ndim)
-        if x.dim() not in accepted:
-            want = " or ".join(str(a) for a in accepted)
-            raise ValueError(f"{name} must have {want} dimensions, got {x.dim()} (shape {tuple(x.shape)})")
+    _check_rank(name, tuple(x.shape), ndim)
     if dtype is not None:
         if isinstance(dtype, torch.dtype):
             ok = x.dtype == dtype
@@ -66,9 +77,101 @@ def check_tensor(
     if last_dim is not None and (x.dim() == 0 or x.shape[-1] != last_dim):
         got = x.shape[-1] if x.dim() else "a scalar"
         raise ValueError(f"{name} must have last dimension {last_dim}, got {got} (shape {tuple(x.shape)})")
-    if not allow_empty and x.numel() == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(x.shape)}); expected at least one element in every dimension")
+    if not allow_empty:
+        _check_not_empty(name, tuple(x.shape))
     return x
+
+
+def as_numpy(name: str, x, ndim: Union[int, Iterable[int], None] = None) -> np.ndarray:
+    """Numbers to draw or compute with on the host, as a NumPy array, from whatever a reader holds.
+
+    A tensor (any device, with or without gradients) is read as float32, or as bool for a mask; a NumPy array is
+    taken as it is; a (nested) sequence of numbers goes through ``np.asarray``.
+
+    Args:
+        name: the argument's name, used in the error message.
+        x: the value received.
+        ndim: the expected rank, or a collection of accepted ranks.
+
+    Returns:
+        the array (``x`` itself for a NumPy array): real numbers or bools, of an accepted rank, not empty.
+    """
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        arr = x.numpy() if x.dtype == torch.bool else x.float().numpy()
+    elif isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x)
+        except Exception:  # ragged lists and the like
+            arr = None
+        if arr is None or arr.dtype == object:
+            raise TypeError(f"{name} must be a torch.Tensor, a numpy array or a (nested) sequence of numbers, got "
+                            f"{type(x).__name__} that numpy cannot turn into an array of numbers")
+    if arr.dtype != bool and not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    _check_rank(name, arr.shape, ndim)
+    _check_not_empty(name, arr.shape)
+    return arr
+
+
+def as_tensor(name: str, x, ndim: Union[int, Iterable[int], None] = None) -> torch.Tensor:
+    """Real numbers to compute with exactly, as a float64 CPU tensor (detached), from a tensor, a NumPy array or a
+    (nested) sequence of numbers (read as by :func:`as_numpy`, without its float32 step for a tensor).
+
+    Args:
+        name: the argument's name, used in the error message.
+        x: the value received.
+        ndim: the expected rank, or a collection of accepted ranks.
+
+    Returns:
+        the float64 tensor: of an accepted rank, not empty (a bool or complex input is refused).
+    """
+    if isinstance(x, torch.Tensor):
+        check_tensor(name, x, ndim=ndim)
+    else:
+        x = torch.from_numpy(as_numpy(name, x, ndim))
+    if x.dtype == torch.bool or x.is_complex():
+        raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
+    return x.detach().to("cpu", torch.float64)
+
+
+def check_labels(name: str, labels, expected: Union[int, Tuple[int, int], None] = None, what: str = "the data",
+                 noun: str = "labels") -> Optional[List[str]]:
+    """Labels of the entries along one axis (tokens, words, panel titles), as a list of strings; None stays None.
+
+    Args:
+        name: the argument's name, used in the error message.
+        labels: a sequence, a NumPy array or a 1-D tensor of labels (a string is refused: it would be read letter
+            by letter).
+        expected: how many labels the axis needs: an int, a ``(lo, hi)`` range, or None for at least one.
+        what: what has ``expected`` entries, for the message (``'the key axis of weights'``).
+        noun: what the labels are, for the message (``'tokens'``, ``'words'``).
+
+    Returns:
+        ``[str(label) for label in labels]``, or None.
+    """
+    if labels is None:
+        return None
+    if isinstance(labels, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of {noun}, got the string {labels!r} (use .split())")
+    if isinstance(labels, (np.ndarray, torch.Tensor)) and labels.ndim == 1:
+        labels = labels.tolist()
+    elif not isinstance(labels, Sequence):
+        raise TypeError(f"{name} must be a sequence of {noun}, got {_describe(labels)}")
+    labels = [str(label) for label in labels]
+    n = len(labels)
+    if expected is None:
+        if not n:
+            raise ValueError(f"{name} has no {noun}; expected at least one")
+    elif isinstance(expected, tuple):
+        lo, hi = expected
+        if not lo <= n <= hi:
+            raise ValueError(f"{name} must hold between {lo} and {hi} {noun}, got {n}")
+    elif n != expected:
+        raise ValueError(f"{name} has {n} {noun} but {what} has {expected}")
+    return labels
 
 
 def check_same_device(**tensors) -> None:

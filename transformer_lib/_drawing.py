@@ -2,20 +2,20 @@
 
 The data coordinates of a :func:`canvas` are inches, so that positions, box sizes and font sizes share one unit.
 The colours are the palette of :mod:`~transformer_lib.plotting` with fixed roles, the same in every diagram. The
-diagrams' argument checks live here too: each error names the argument, the value received and what was expected.
+checks only diagrams need (one query's weights, an RNN path) live here too, on those of ``_checks`` (words, arrays):
+each error names the argument, the value received and what was expected.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from .plotting import BOOK_COLORS, _to_numpy
+from ._checks import as_numpy
+from .plotting import BOOK_COLORS
 
 BLUE, ORANGE, GREEN, VERMILION, PINK, SKY, YELLOW, BLACK = BOOK_COLORS
 GREY, INK = "#8C8C8C", "#444444"
@@ -97,21 +97,11 @@ def attention_edges(ax, xs_in, xs_out, y_in, y_out, allowed, focus, color, symbo
 
 
 # ------------------------------------------------------------------------------------------- validation
-def check_words(name: str, words, lo: int, hi: int) -> list:
-    """A sequence of ``lo`` to ``hi`` words (a string is refused: it would be read letter by letter)."""
-    if isinstance(words, str) or not isinstance(words, Sequence):
-        raise TypeError(f"{name} must be a sequence of words, got {type(words).__name__} {words!r}"
-                        + (" (use .split())" if isinstance(words, str) else ""))
-    if not lo <= len(words) <= hi:
-        raise ValueError(f"{name} must hold between {lo} and {hi} words, got {len(words)}")
-    return [str(w) for w in words]
-
-
 def check_weights(weights, length: int, row: int) -> np.ndarray:
     """Attention weights of one query: (S,), or (T, S) of which row ``row`` is taken; None is uniform."""
     if weights is None:
         return np.full(length, 1.0 / length)
-    w = _to_numpy("weights", weights).astype(float)
+    w = as_numpy("weights", weights).astype(float)
     if w.ndim == 2:
         if row >= w.shape[0]:
             raise ValueError(f"weights has {w.shape[0]} rows (queries), too few for query {row + 1}")

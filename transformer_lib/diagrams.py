@@ -17,10 +17,10 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ._checks import check_choice, check_int_range
+from ._checks import check_choice, check_int_range, check_labels
 from ._drawing import (BLACK, BLUE, CROSS, DECODER, ENCODER, GREEN, GREY, HIGHLIGHT, INK, KEY, ORANGE, PINK, QUERY,
                        SKY, VALUE, VERMILION, YELLOW, arrow, attention_edges, box, canvas, check_path,
-                       check_weights, check_words, circle, label, tensor_cards, tint)
+                       check_weights, circle, label, tensor_cards, tint)
 
 __all__ = ["unrolled_rnn", "seq2seq_attention", "self_attention_qkv", "multihead_split_merge", "multihead_heads",
            "transformer_block", "architectures", "encoder_decoder"]
@@ -49,7 +49,7 @@ def unrolled_rnn(n_steps: int = 5, highlight_path: Union[Tuple[int, int], str, N
         TypeError: for an ``n_steps`` that is not an int, or a string instead of a list of words.
     """
     n = check_int_range("n_steps", n_steps, 1, 12, " (the diagram draws every step)")
-    words = None if words is None else check_words("words", words, n, n)
+    words = check_labels("words", words, (n, n), noun="words")
     path = check_path(highlight_path, n)
     on_path = (lambda t: path is not None and path[0] <= t <= path[1])  # noqa: E731
     y_in = 0.75 if words else 0.45
@@ -114,9 +114,10 @@ def seq2seq_attention(src_words: Optional[Sequence[str]] = None, tgt_words: Opti
         ValueError: for a step outside the target, or weights of the wrong shape or that are not a softmax.
         TypeError: for a string instead of a list of words, or a ``step`` that is not an int.
     """
-    src = check_words("src_words", ("the", "cat", "saw", "a", "dog") if src_words is None else src_words, 1, 8)
-    tgt = check_words("tgt_words", ("ti", "mesu", "ka", "na", "hani", "mo", "mira") if tgt_words is None
-                      else tgt_words, 1, 8)
+    src = check_labels("src_words", ("the", "cat", "saw", "a", "dog") if src_words is None else src_words, (1, 8),
+                       noun="words")
+    tgt = check_labels("tgt_words", ("ti", "mesu", "ka", "na", "hani", "mo", "mira") if tgt_words is None
+                       else tgt_words, (1, 8), noun="words")
     S, T = len(src), len(tgt)
     t = check_int_range("step", step, 1, T, f" (the target has {T} words)")
     alpha = check_weights(weights, S, t - 1)
@@ -206,8 +207,8 @@ def self_attention_qkv(words: Optional[Sequence[str]] = None, focus: int = 2, we
         ValueError: for a focus outside the sentence, or weights of the wrong shape or not a softmax.
         TypeError: for a string instead of a list of words, or a ``focus`` that is not an int.
     """
-    words = check_words("words", ("students", "learned", "about", "transformers") if words is None else words,
-                        2, 8)
+    words = check_labels("words", ("students", "learned", "about", "transformers") if words is None else words,
+                         (2, 8), noun="words")
     n = len(words)
     i = check_int_range("focus", focus, 1, n, f" (the sentence has {n} tokens)")
     alpha = check_weights(weights, n, i - 1)

@@ -26,7 +26,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Iterable, List, Mapping, Sequence, Tuple, Union
 
 from ._checks import check_number
 

@@ -18,7 +18,7 @@ import torch
 from cycler import cycler
 from matplotlib.patches import Rectangle
 
-from ._checks import check_index
+from ._checks import as_numpy, check_index, check_labels
 
 __all__ = [
     "BOOK_COLORS",
@@ -65,42 +65,7 @@ def use_book_style() -> Dict[str, object]:
     return params
 
 
-# ---------------------------------------------------------------------------------------- input helpers
-def _to_numpy(name: str, x, ndim: Optional[int] = None) -> np.ndarray:
-    """A float (or bool) numpy array from a tensor / array / nested sequence, with its rank checked."""
-    if isinstance(x, torch.Tensor):
-        x = x.detach().cpu()
-        arr = x.numpy() if x.dtype == torch.bool else x.float().numpy()
-    elif isinstance(x, np.ndarray):
-        arr = x
-    else:
-        try:
-            arr = np.asarray(x)
-        except Exception as err:  # ragged lists and the like
-            raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(x).__name__}") from err
-        if arr.dtype == object:
-            raise TypeError(f"{name} must be a torch.Tensor, numpy array or numeric sequence, got "
-                            f"{type(x).__name__} that numpy cannot turn into numbers")
-    if arr.dtype != bool and not np.issubdtype(arr.dtype, np.number):
-        raise TypeError(f"{name} must hold numbers, got dtype {arr.dtype}")
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name} must have {ndim} dimensions, got {arr.ndim} (shape {tuple(arr.shape)})")
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(arr.shape)})")
-    return arr
-
-
-def _check_labels(name: str, labels, expected: int, axis: str) -> Optional[list]:
-    if labels is None:
-        return None
-    if isinstance(labels, str):
-        raise TypeError(f"{name} must be a sequence of labels, got the string {labels!r} (use .split())")
-    labels = [str(label) for label in labels]
-    if len(labels) != expected:
-        raise ValueError(f"{name} has {len(labels)} labels but the data has {expected} {axis}")
-    return labels
-
-
+# ---------------------------------------------------------------------------------------- helpers
 def _new_ax(ax, figsize=None):
     if ax is None:
         _, ax = plt.subplots(figsize=figsize)
@@ -152,12 +117,21 @@ def attention_heatmap(weights: ArrayLike, x_labels: Optional[Sequence[str]] = No
     Returns:
         The ``Axes``; ``ax.images[0].get_array()`` holds the data drawn.
     """
-    data = _to_numpy("weights", weights, ndim=2)
+    data = as_numpy("weights", weights, ndim=2)
     t, s = data.shape
-    x_labels = _check_labels("x_labels", x_labels, s, "keys (columns)")
-    y_labels = _check_labels("y_labels", y_labels, t, "queries (rows)")
+    x_labels = check_labels("x_labels", x_labels, s, "the key axis (columns) of weights")
+    y_labels = check_labels("y_labels", y_labels, t, "the query axis (rows) of weights")
     highlight_row = None if highlight_row is None else check_index("highlight_row", highlight_row, t, "queries")
-    ax = _new_ax(ax)
+    return draw_heatmap(_new_ax(ax), data, x_labels, y_labels, title, cmap, annotate, vmin, vmax, colorbar,
+                        highlight_row)
+
+
+def draw_heatmap(ax, data: np.ndarray, x_labels=None, y_labels=None, title=None, cmap="viridis", annotate=False,
+                 vmin=None, vmax=None, colorbar=True, highlight_row=None):
+    """:func:`attention_heatmap` on arguments it has checked: ``data`` a (T, S) array, the labels lists of S and T
+    strings or None, ``highlight_row`` a valid row or None. Unchecked, for the library's redraws (an explorer's
+    slider move) that checked their inputs once."""
+    t, s = data.shape
     im = _grid_image(ax, data, x_labels, y_labels, cmap, vmin, vmax)
     ax.set_xlabel("key")
     ax.set_ylabel("query")
@@ -199,15 +173,15 @@ def attention_heads(weights: ArrayLike, x_labels: Optional[Sequence[str]] = None
     Returns:
         The ``Figure``; ``fig.axes[h]`` is head ``h`` (unused panels are hidden; the colour bar comes last).
     """
-    data = _to_numpy("weights", weights, ndim=3)
+    data = as_numpy("weights", weights, ndim=3)
     h, t, s = data.shape
     if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
         raise ValueError(f"ncols must be a positive int, got {ncols!r}")
-    x_labels = _check_labels("x_labels", x_labels, s, "keys (columns)")
-    y_labels = _check_labels("y_labels", y_labels, t, "queries (rows)")
+    x_labels = check_labels("x_labels", x_labels, s, "the key axis (columns) of weights")
+    y_labels = check_labels("y_labels", y_labels, t, "the query axis (rows) of weights")
     if titles is None:
         titles = [f"head {i}" for i in range(h)]
-    titles = _check_labels("titles", titles, h, "heads")
+    titles = check_labels("titles", titles, h, "the head axis of weights")
     ncols = min(ncols, h)
     nrows = -(-h // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size * ncols + 0.8, panel_size * nrows),
@@ -247,16 +221,23 @@ def mask_figure(mask: ArrayLike, x_labels: Optional[Sequence[str]] = None,
     Returns:
         The ``Axes``; the image holds the mask as 0/1.
     """
-    data = _to_numpy("mask", mask, ndim=2)
+    data = as_numpy("mask", mask, ndim=2)
     if data.dtype != bool:
         if not np.isin(data, (0, 1)).all():
             raise ValueError(f"mask must be boolean (or 0/1), got values such as {np.unique(data)[:5].tolist()}")
         data = data.astype(bool)
     t, s = data.shape
-    x_labels = _check_labels("x_labels", x_labels, s, "keys (columns)")
-    y_labels = _check_labels("y_labels", y_labels, t, "queries (rows)")
+    x_labels = check_labels("x_labels", x_labels, s, "the key axis (columns) of mask")
+    y_labels = check_labels("y_labels", y_labels, t, "the query axis (rows) of mask")
     highlight_row = None if highlight_row is None else check_index("highlight_row", highlight_row, t, "queries")
     ax = _new_ax(ax, figsize=(min(6.0, 1.0 + 0.35 * s), min(6.0, 0.8 + 0.35 * t)))
+    return draw_mask(ax, data, x_labels, y_labels, title, highlight_row)
+
+
+def draw_mask(ax, data: np.ndarray, x_labels=None, y_labels=None, title=None, highlight_row=None):
+    """:func:`mask_figure` on arguments it has checked: ``data`` a (T, S) bool array, the labels lists of S and T
+    strings or None, ``highlight_row`` a valid row or None. Unchecked, for the library's redraws."""
+    t, s = data.shape
     # Greys on [-0.15, 1.25]: True (1) dark grey, False (0) light grey, so white cell borders show on both.
     _grid_image(ax, data.astype(float), x_labels, y_labels, "Greys", vmin=-0.15, vmax=1.25)
     ax.set_xticks(np.arange(-0.5, s, 1), minor=True)
@@ -289,9 +270,13 @@ def positional_matrix(table: ArrayLike, ax=None, title: Optional[str] = None, cm
     Returns:
         The ``Axes``.
     """
-    data = _to_numpy("table", table, ndim=2)
+    data = as_numpy("table", table, ndim=2)
+    return draw_positional(_new_ax(ax), data, title, cmap, colorbar)
+
+
+def draw_positional(ax, data: np.ndarray, title=None, cmap="RdBu_r", colorbar=True):
+    """:func:`positional_matrix` on a checked (n, d) array. Unchecked, for the library's redraws."""
     bound = float(np.abs(data).max()) or 1.0
-    ax = _new_ax(ax)
     im = _grid_image(ax, data, None, None, cmap, -bound, bound)
     ax.set_xlabel("dimension")
     ax.set_ylabel("position")
@@ -321,12 +306,12 @@ def _curve(name: str, value) -> list:
             out.append((" (eval)", np.asarray(steps, float), np.asarray(losses, float), True))
         return out
     if isinstance(value, tuple) and len(value) == 2:
-        steps = _to_numpy(f"histories[{name!r}] steps", value[0], ndim=1)
-        values = _to_numpy(f"histories[{name!r}] values", value[1], ndim=1)
+        steps = as_numpy(f"histories[{name!r}] steps", value[0], ndim=1)
+        values = as_numpy(f"histories[{name!r}] values", value[1], ndim=1)
         if len(steps) != len(values):
             raise ValueError(f"histories[{name!r}] has {len(steps)} steps but {len(values)} values")
         return [("", steps.astype(float), values.astype(float), False)]
-    values = _to_numpy(f"histories[{name!r}]", value, ndim=1).astype(float)
+    values = as_numpy(f"histories[{name!r}]", value, ndim=1).astype(float)
     return [("", np.arange(len(values), dtype=float), values, False)]
 
 
@@ -396,12 +381,12 @@ def plot_series(x: ArrayLike, series: Mapping[str, ArrayLike], xlabel: str = "",
     Returns:
         The ``Axes`` with one line per series.
     """
-    xs = _to_numpy("x", x, ndim=1).astype(float)
+    xs = as_numpy("x", x, ndim=1).astype(float)
     if not isinstance(series, Mapping) or not series:
         raise TypeError(f"series must be a non-empty dict name -> values, got {type(series).__name__}")
     ax = _new_ax(ax)
     for name, y in series.items():
-        ys = _to_numpy(f"series[{name!r}]", y, ndim=1).astype(float)
+        ys = as_numpy(f"series[{name!r}]", y, ndim=1).astype(float)
         if len(ys) != len(xs):
             raise ValueError(f"series[{name!r}] has {len(ys)} values but x has {len(xs)}")
         ax.plot(xs, ys, marker=marker, label=str(name))

@@ -24,10 +24,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from .guard import ForbiddenCall, display_name, torch_finding, torch_reason
+from .guard import torch_finding, torch_reason
 
-__all__ = ["CheckResult", "ForbiddenCall", "mismatch", "short", "signature_problem",
-           "static_findings", "install_tripwires", "portable", "encode_case", "decode_case", "display_name", "judge",
+__all__ = ["CheckResult", "mismatch", "short", "signature_problem", "portable", "encode_case", "decode_case", "judge",
            "NOT_IMPLEMENTED"]
 
 NOT_IMPLEMENTED = "not implemented yet"

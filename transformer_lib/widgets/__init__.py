@@ -9,6 +9,10 @@ Every explorer comes in three layers, so that what it shows is tested and usable
    figure registry, so nothing leaks and any backend works);
 3. an ``*_explorer`` function returning an ``ipywidgets.VBox`` of controls above an ``Output``.
 
+The pure and ``plot_*`` functions check their arguments, then call unchecked internals; an explorer checks its
+inputs once, when it is built, and a control's move redraws through the internals only (the pattern of
+:mod:`~transformer_lib.attention`).
+
 The explorer renders its first view while it is being built and writes it straight into the ``Output`` widget's
 ``outputs`` (a PNG and a line of text). When the notebook is executed, that state is saved with the widget, so the
 static HTML of the book shows the first view even though no kernel is running behind it.

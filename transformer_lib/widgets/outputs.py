@@ -8,11 +8,11 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .._checks import check_index, check_number, check_positive_int
+from .._checks import as_tensor, check_index, check_labels, check_number, check_positive_int
 from ..efficient import flops_per_layer
 from ..generation import apply_temperature, top_k_filter
-from .base import (ArrayLike, _as_tensor, _check_tokens, _entropy, _explorer, _figure, _html_output,
-                   _require_widgets, _show_token, _token_axis)
+from .base import (ArrayLike, entropy, explorer, figure, html_output, require_widgets, show_token,
+                   token_axis)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -32,10 +32,15 @@ def next_token_distribution(logits: ArrayLike, temperature: float = 1.0, top_k: 
     Shapes:
         logits (V,) -> probabilities (V,) float64, summing to 1.
     """
-    z = _as_tensor("logits", logits, ndim=1)  # (V,)
+    z = as_tensor("logits", logits, ndim=1)  # (V,)
     temperature = check_number("temperature", temperature, strict=False)
     if top_k is not None:
         check_positive_int("top_k", top_k, allow_zero=True)
+    return _distribution(z, temperature, top_k)
+
+
+def _distribution(z: torch.Tensor, temperature: float, top_k: Optional[int]) -> np.ndarray:
+    """:func:`next_token_distribution` of checked float64 logits, temperature and top-k."""
     if temperature == 0.0:
         probs = torch.zeros_like(z)
         probs[z.argmax()] = 1.0
@@ -47,8 +52,8 @@ def next_token_distribution(logits: ArrayLike, temperature: float = 1.0, top_k: 
 
 
 def _check_vocab(logits, vocab):
-    z = _as_tensor("logits", logits, ndim=1)
-    return z, _check_tokens("vocab", vocab, z.numel(), "logits")
+    z = as_tensor("logits", logits, ndim=1)
+    return z, check_labels("vocab", vocab, z.numel(), "logits", "tokens")
 
 
 def plot_next_token(logits: ArrayLike, vocab: Sequence[str], temperature: float = 1.0, top_k: Optional[int] = None,
@@ -61,11 +66,17 @@ def plot_next_token(logits: ArrayLike, vocab: Sequence[str], temperature: float 
     z, vocab = _check_vocab(logits, vocab)
     check_positive_int("max_bars", max_bars)
     probs = next_token_distribution(z, temperature, top_k)
+    return _draw_next_token(z, vocab, probs, temperature, top_k, max_bars)
+
+
+def _draw_next_token(z: torch.Tensor, vocab, probs: np.ndarray, temperature: float, top_k: Optional[int],
+                     max_bars: int):
+    """:func:`plot_next_token` of checked logits and vocabulary and their distribution ``probs`` (a redraw)."""
     order = torch.argsort(z, descending=True)[:max_bars].tolist()
-    fig = _figure(max(4.5, 0.28 * len(order) + 1.5), 2.8, [vocab[j] for j in order])
+    fig = figure(max(4.5, 0.28 * len(order) + 1.5), 2.8, [vocab[j] for j in order])
     ax = fig.add_subplot()
     ax.bar(range(len(order)), probs[order], color=["C0" if probs[j] > 0 else "0.7" for j in order])
-    _token_axis(ax, [vocab[j] for j in order])
+    token_axis(ax, [vocab[j] for j in order])
     ax.set_ylim(0, 1)
     ax.set_ylabel("probability")
     k = f"top-k {top_k}" if top_k else "all tokens"
@@ -86,20 +97,20 @@ def sampling_explorer(logits: ArrayLike, vocab: Sequence[str], max_bars: int = 3
     """
     z, vocab = _check_vocab(logits, vocab)
     check_positive_int("max_bars", max_bars)
-    widgets = _require_widgets()
+    widgets = require_widgets()
     controls = {
         "temperature": widgets.FloatSlider(value=1.0, min=0.0, max=3.0, step=0.05, description="temperature"),
         "top_k": widgets.IntSlider(value=0, min=0, max=len(vocab), description="top-k (0 = all)"),
     }
 
-    def render(temperature, top_k):
-        probs = next_token_distribution(z, temperature, top_k)
+    def render(temperature, top_k):  # the sliders' values are valid: one distribution per view, unchecked
+        probs = _distribution(z, float(temperature), top_k)
         best = int(probs.argmax())
-        return [plot_next_token(z, vocab, temperature, top_k, max_bars),
+        return [_draw_next_token(z, vocab, probs, temperature, top_k, max_bars),
                 f"{int((probs > 0).sum())} of {len(vocab)} tokens can be drawn; most likely "
-                f"{_show_token(vocab[best])!r} with p = {probs[best]:.2f}; entropy {_entropy(probs):.2f} nats"]
+                f"{show_token(vocab[best])!r} with p = {probs[best]:.2f}; entropy {entropy(probs):.2f} nats"]
 
-    return _explorer(controls, render)
+    return explorer(controls, render)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -133,6 +144,11 @@ def attention_cost(n: int, d: int, d_ff: Optional[int] = None, bytes_per: int = 
         check_positive_int(name, value)
     d_ff = 4 * d if d_ff is None else d_ff
     check_positive_int("d_ff", d_ff)
+    return _cost(n, d, d_ff, bytes_per, n_heads)
+
+
+def _cost(n: int, d: int, d_ff: int, bytes_per: int, n_heads: int) -> Dict[str, float]:
+    """:func:`attention_cost` of checked sizes (``d_ff`` given)."""
     score_elements = n_heads * n * n
     flops = flops_per_layer("full", n, d, d_ff=d_ff)  # the library's count (8 n d², 2 n² d twice, 4 n d d_ff)
     projection, scores, mix, ffn = flops["projections"], flops["scores"], flops["values"], flops["feed_forward"]
@@ -158,8 +174,13 @@ def plot_cost(n: int, d: int, d_ff: Optional[int] = None, n_heads: int = 1):
     Returns:
         a :class:`matplotlib.figure.Figure`.
     """
-    cost = attention_cost(n, d, d_ff, 4, n_heads)
-    fig = _figure(9.0, 3.4, wspace=0.4, bottom_extra=0.3, left_extra=0.3)
+    cost = attention_cost(n, d, d_ff, 4, n_heads)  # checks the sizes
+    return _draw_cost(n, d, 4 * d if d_ff is None else d_ff, n_heads, cost)
+
+
+def _draw_cost(n: int, d: int, d_ff: int, n_heads: int, cost: Dict[str, float]):
+    """:func:`plot_cost` of checked sizes and their float32 ``cost`` (a redraw)."""
+    fig = figure(9.0, 3.4, wspace=0.4, bottom_extra=0.3, left_extra=0.3)
     left, right = fig.subplots(1, 2)
     parts = {"projections\n8nd²": cost["projection_flops"],
              "QKᵀ + αV\n4n²d": cost["score_flops"] + cost["mix_flops"],
@@ -171,9 +192,9 @@ def plot_cost(n: int, d: int, d_ff: Optional[int] = None, n_heads: int = 1):
     left.set_title(f"n = {n}, d = {d}: {cost['quadratic_share']:.0%} quadratic")
     lengths = np.unique(np.geomspace(16, max(2 * n, 1 << 17), 60).astype(int))
     for bytes_per, label, color in ((4, "float32", "C0"), (2, "float16", "C1")):
-        memory = [attention_cost(int(m), d, d_ff, bytes_per, n_heads)["score_bytes"] for m in lengths]
+        memory = [_cost(int(m), d, d_ff, bytes_per, n_heads)["score_bytes"] for m in lengths]
         right.plot(lengths, memory, label=label, color=color)
-        right.plot([n], [attention_cost(n, d, d_ff, bytes_per, n_heads)["score_bytes"]], "o", color=color)
+        right.plot([n], [_cost(n, d, d_ff, bytes_per, n_heads)["score_bytes"]], "o", color=color)
     for limit, label in ((16 * 2 ** 30, "16 GiB"), (80 * 2 ** 30, "80 GiB")):
         right.axhline(limit, color="0.5", linestyle=":", linewidth=1)
         right.text(lengths[0], limit * 1.3, label, fontsize=8, color="0.4")
@@ -201,7 +222,7 @@ def cost_explorer(d_ff_ratio: int = 4):
         d_ff_ratio: the feed-forward width as a multiple of d (4 in the paper).
     """
     check_positive_int("d_ff_ratio", d_ff_ratio)
-    widgets = _require_widgets()
+    widgets = require_widgets()
     controls = {
         "n": widgets.SelectionSlider(options=[2 ** i for i in range(4, 18)], value=512, description="length n"),
         "d": widgets.SelectionSlider(options=[64, 128, 256, 512, 768, 1024, 2048, 4096, 8192], value=512,
@@ -209,15 +230,15 @@ def cost_explorer(d_ff_ratio: int = 4):
         "n_heads": widgets.SelectionSlider(options=[1, 2, 4, 8, 16, 32, 64], value=8, description="heads"),
     }
 
-    def render(n, d, n_heads):
-        fp32 = attention_cost(n, d, d_ff_ratio * d, 4, n_heads)
-        fp16 = attention_cost(n, d, d_ff_ratio * d, 2, n_heads)
-        return [plot_cost(n, d, d_ff_ratio * d, n_heads),
+    def render(n, d, n_heads):  # sizes the sliders offer: computed and drawn unchecked
+        fp32 = _cost(n, d, d_ff_ratio * d, 4, n_heads)
+        fp16 = _cost(n, d, d_ff_ratio * d, 2, n_heads)
+        return [_draw_cost(n, d, d_ff_ratio * d, n_heads, fp32),
                 f"score matrices: {fp32['score_elements']:,} entries = {_bytes(fp32['score_bytes'])} in float32, "
                 f"{_bytes(fp16['score_bytes'])} in float16; attention is {fp32['attention_share']:.0%} of the "
                 f"layer's {fp32['total_flops']:.3g} FLOPs; the n² terms win beyond n = {fp32['crossover_n']:,}"]
 
-    return _explorer(controls, render)
+    return explorer(controls, render)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -265,6 +286,11 @@ def translation_rows(sources: Sequence, outputs_by_model: Mapping[str, Sequence]
     """
     _check_translations(sources, outputs_by_model, references)
     index = check_index("index", index, len(sources), "examples")
+    return _rows(sources, outputs_by_model, index, references)
+
+
+def _rows(sources, outputs_by_model, index: int, references) -> List[Tuple[str, str, Optional[bool]]]:
+    """:func:`translation_rows` of checked arguments."""
     rows = [("source", _as_text(sources[index]), None)]
     reference = None
     if references is not None:
@@ -296,15 +322,15 @@ def translation_explorer(sources: Sequence, outputs_by_model: Mapping[str, Seque
         references: reference translations (optional; enables ✓/✗).
     """
     _check_translations(sources, outputs_by_model, references)
-    widgets = _require_widgets()
+    widgets = require_widgets()
     options = [(f"{i}: {_as_text(s)[:50]}", i) for i, s in enumerate(sources)]
     controls = {"example": widgets.Dropdown(options=options, value=0, description="example")}
 
     def render(example):
-        rows = translation_rows(sources, outputs_by_model, example, references)
+        rows = _rows(sources, outputs_by_model, example, references)  # checked once, above
         width = max(len(label) for label, _, _ in rows)
         plain = "\n".join(f"{label:<{width}}  {text}" + {True: "  ✓", False: "  ✗", None: ""}[match]
                           for label, text, match in rows)
-        return [_html_output(translation_html(rows), plain)]
+        return [html_output(translation_html(rows), plain)]
 
-    return _explorer(controls, render)
+    return explorer(controls, render)

@@ -8,12 +8,12 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from .._checks import check_choice, check_index, check_positive_int, check_tensor
+from .._checks import check_choice, check_index, check_labels, check_positive_int, check_tensor
 from ..attention import causal_mask, combine_masks, padding_mask
-from ..plotting import mask_figure, positional_matrix
+from ..plotting import draw_mask, draw_positional
 from ..positional import sinusoidal_table
 from ..efficient import sparse_pattern
-from .base import (_check_tokens, _entropy, _explorer, _figure, _require_widgets, _show_token, _token_grid)
+from .base import entropy, explorer, figure, require_widgets, show_token, token_grid
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -34,12 +34,16 @@ def position_similarity(n: int, d: int, p: int, normalize: bool = False) -> np.n
     Shapes:
         returns (n,) float64.
     """
-    table = sinusoidal_table(n, d).double()  # (n, d); validates n and d
+    table = sinusoidal_table(n, d)  # (n, d); validates n and d
     p = check_index("p", p, n, "positions")
-    sims = table @ table[p]  # (n,)
-    if normalize:
-        sims = sims / (d / 2)
-    return sims.numpy()
+    sims = _similarity(table, p)
+    return sims / (d / 2) if normalize else sims
+
+
+def _similarity(table: torch.Tensor, p: int) -> np.ndarray:
+    """``PE[p] · PE[q]`` for every q, in float64, from a (n, d) table and a valid position ``p``."""
+    table = table.double()
+    return (table @ table[p]).numpy()  # (n,)
 
 
 def plot_sinusoidal(n: int, d: int, p: int):
@@ -48,11 +52,18 @@ def plot_sinusoidal(n: int, d: int, p: int):
     Returns:
         a :class:`matplotlib.figure.Figure`.
     """
-    table = sinusoidal_table(n, d).numpy()
-    sims = position_similarity(n, d, p)
-    fig = _figure(8.5, 3.2, wspace=0.35)
+    table = sinusoidal_table(n, d)
+    p = check_index("p", p, n, "positions")
+    return _draw_sinusoidal(table, _similarity(table, p), p)
+
+
+def _draw_sinusoidal(table: torch.Tensor, sims: np.ndarray, p: int):
+    """:func:`plot_sinusoidal` of a table, its similarities with position ``p`` and ``p`` (a redraw)."""
+    n, d = table.shape
+    fig = figure(8.5, 3.2, wspace=0.35)
     left, right = fig.subplots(1, 2)
-    positional_matrix(table, ax=left, title=f"PE (n={n}, d_model={d})", cmap="RdBu", colorbar=False)  # ±max|PE| = ±1
+    # the colour range is ±max|PE| = ±1
+    draw_positional(left, table.numpy(), title=f"PE (n={n}, d_model={d})", cmap="RdBu", colorbar=False)
     left.axhline(p, color="k", linewidth=1)
     fig.colorbar(left.images[0], ax=left, shrink=0.8)
     right.plot(range(n), sims, color="C0")
@@ -74,7 +85,7 @@ def sinusoidal_explorer(max_len: int = 128, max_d: int = 128):
     check_positive_int("max_d", max_d)
     if max_len < 2 or max_d < 2:
         raise ValueError(f"max_len and max_d must be at least 2, got max_len={max_len}, max_d={max_d}")
-    widgets = _require_widgets()
+    widgets = require_widgets()
     length = min(64, max_len)
     controls = {
         "d_model": widgets.IntSlider(value=min(64, max_d - max_d % 2), min=2, max=max_d - max_d % 2, step=2,
@@ -87,14 +98,15 @@ def sinusoidal_explorer(max_len: int = 128, max_d: int = 128):
         if name == "length":
             controls["p"].max = value - 1  # clamps p's value too
 
-    def render(d_model, length, p):
-        sims = position_similarity(length, d_model, p)
+    def render(d_model, length, p):  # one table per view, drawn unchecked (the sliders keep p < length)
+        table = sinusoidal_table(length, d_model)
+        sims = _similarity(table, p)
         others = np.delete(sims, p)
-        return [plot_sinusoidal(length, d_model, p),
+        return [_draw_sinusoidal(table, sims, p),
                 f"PE[{p}]·PE[{p}] = {sims[p]:.1f} (= d_model/2); largest with another position: "
                 f"{others.max():.2f}" if others.size else ""]
 
-    return _explorer(controls, render, on_change)
+    return explorer(controls, render, on_change)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -124,21 +136,28 @@ def mask_for(kind: str, n: int, length: Optional[int] = None, window: Optional[i
     """
     check_choice("kind", kind, MASK_KINDS)
     check_positive_int("n", n)
-    mask = torch.ones(n, n, dtype=torch.bool)
-    if "causal" in kind:
-        mask = causal_mask(n)
     if kind in _USES_LENGTH:
         if length is None:
             raise ValueError(f"mask kind {kind!r} needs length= (the number of real tokens)")
         check_positive_int("length", length)
         if length > n:
             raise ValueError(f"length must be at most n={n}, got {length}")
-        keys = padding_mask(lengths=torch.tensor([length]), max_len=n)[0, 0]  # (1, n): same for every query
-        mask = combine_masks(mask, keys)
     if kind in _USES_WINDOW:
         if window is None:
             raise ValueError(f"mask kind {kind!r} needs window= (the window width)")
         check_positive_int("window", window)
+    return _mask(kind, n, length, window)
+
+
+def _mask(kind: str, n: int, length: Optional[int], window: Optional[int]) -> torch.Tensor:
+    """:func:`mask_for` of checked arguments."""
+    mask = torch.ones(n, n, dtype=torch.bool)
+    if "causal" in kind:
+        mask = causal_mask(n)
+    if kind in _USES_LENGTH:
+        keys = padding_mask(lengths=torch.tensor([length]), max_len=n)[0, 0]  # (1, n): same for every query
+        mask = combine_masks(mask, keys)
+    if kind in _USES_WINDOW:
         # sliding: |i - j| <= window - 1 and j <= i; local: |i - j| <= window (no global or random keys)
         band = sparse_pattern(n, window - 1, causal=True) if kind == "sliding" else sparse_pattern(n, window)
         mask = combine_masks(mask, band)
@@ -149,6 +168,11 @@ def visible_positions(mask: torch.Tensor, i: int) -> List[int]:
     """The key positions query ``i`` may attend to under a (T, S) boolean mask."""
     check_tensor("mask", mask, ndim=2, dtype="bool")
     i = check_index("i", i, mask.shape[0], "queries")
+    return _visible(mask, i)
+
+
+def _visible(mask: torch.Tensor, i: int) -> List[int]:
+    """:func:`visible_positions` of a checked mask and query."""
     return torch.nonzero(mask[i]).flatten().tolist()
 
 
@@ -161,13 +185,18 @@ def plot_mask(mask: torch.Tensor, i: Optional[int] = None, tokens: Optional[Sequ
     """
     check_tensor("mask", mask, ndim=2, dtype="bool")
     t, s = mask.shape
-    if tokens is not None:
-        tokens = _check_tokens("tokens", tokens, s, "the mask")
+    tokens = check_labels("tokens", tokens, s, "the key axis of the mask", "tokens")
     if i is not None:
         i = check_index("i", i, t, "queries")
-    fig = _figure(min(6.0, 2.0 + 0.3 * s), min(5.0, 1.6 + 0.3 * t), tokens or (), tokens or ())
-    ax = mask_figure(mask, ax=fig.add_subplot(), title=title or "mask (dark = may attend)", highlight_row=i)
-    _token_grid(ax, tokens, None if tokens is None else tokens[:t], "key j", "query i")
+    return _draw_mask(mask, i, tokens, title)
+
+
+def _draw_mask(mask: torch.Tensor, i: Optional[int], tokens, title: str):
+    """:func:`plot_mask` on checked arguments (a redraw)."""
+    t, s = mask.shape
+    fig = figure(min(6.0, 2.0 + 0.3 * s), min(5.0, 1.6 + 0.3 * t), tokens or (), tokens or ())
+    ax = draw_mask(fig.add_subplot(), mask.cpu().numpy(), title=title or "mask (dark = may attend)", highlight_row=i)
+    token_grid(ax, tokens, None if tokens is None else tokens[:t], "key j", "query i")
     return fig
 
 
@@ -182,10 +211,10 @@ def mask_explorer(n: int = 8, tokens: Optional[Sequence[str]] = None):
         tokens: optional token strings for the axes.
     """
     if tokens is not None:
-        tokens = _check_tokens("tokens", tokens)
+        tokens = check_labels("tokens", tokens, noun="tokens")
         n = len(tokens)
     check_positive_int("n", n)
-    widgets = _require_widgets()
+    widgets = require_widgets()
     controls = {
         "kind": widgets.Dropdown(options=list(MASK_KINDS), value="causal", description="mask"),
         "length": widgets.IntSlider(value=max(1, n - n // 3), min=1, max=n, description="real tokens",
@@ -199,15 +228,15 @@ def mask_explorer(n: int = 8, tokens: Optional[Sequence[str]] = None):
             controls["length"].disabled = value not in _USES_LENGTH
             controls["window"].disabled = value not in _USES_WINDOW
 
-    def render(kind, length, window, i):
-        mask = mask_for(kind, n, length, window)
-        seen = visible_positions(mask, i)
-        words = " ".join(_show_token(tokens[j]) for j in seen) if tokens is not None else ""
-        who = f"query {i}" + (f" ({_show_token(tokens[i])!r})" if tokens is not None else "")
-        return [plot_mask(mask, i, tokens, f"{kind} mask (dark = may attend)"),
+    def render(kind, length, window, i):  # the controls' values are valid: built and drawn unchecked
+        mask = _mask(kind, n, length, window)
+        seen = _visible(mask, i)
+        words = " ".join(show_token(tokens[j]) for j in seen) if tokens is not None else ""
+        who = f"query {i}" + (f" ({show_token(tokens[i])!r})" if tokens is not None else "")
+        return [_draw_mask(mask, i, tokens, f"{kind} mask (dark = may attend)"),
                 f"{who} sees {len(seen)} of {n} keys: {seen}" + (f"  → {words}" if words else "")]
 
-    return _explorer(controls, render, on_change)
+    return explorer(controls, render, on_change)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -231,6 +260,11 @@ def softmax_stats(d_k: int, scaled: bool, n_keys: int = 16, seed: int = 0) -> Di
     """
     check_positive_int("d_k", d_k)
     check_positive_int("n_keys", n_keys)
+    return _softmax_stats(d_k, scaled, n_keys, seed)
+
+
+def _softmax_stats(d_k: int, scaled: bool, n_keys: int, seed: int) -> Dict[str, object]:
+    """:func:`softmax_stats` of checked sizes."""
     g = torch.Generator().manual_seed(int(seed))
     q = torch.randn(d_k, generator=g, dtype=torch.float64)
     keys = torch.randn(n_keys, d_k, generator=g, dtype=torch.float64)
@@ -239,7 +273,7 @@ def softmax_stats(d_k: int, scaled: bool, n_keys: int = 16, seed: int = 0) -> Di
         scores = scores / math.sqrt(d_k)
     weights = torch.softmax(scores, dim=0).numpy()
     return {"scores": scores.numpy(), "weights": weights, "max_weight": float(weights.max()),
-            "entropy": _entropy(weights)}
+            "entropy": entropy(weights)}
 
 
 def plot_softmax_scaling(d_k: int, n_keys: int = 16, seed: int = 0):
@@ -248,10 +282,16 @@ def plot_softmax_scaling(d_k: int, n_keys: int = 16, seed: int = 0):
     Returns:
         a :class:`matplotlib.figure.Figure`.
     """
-    fig = _figure(8.0, 2.8, top=0.6, wspace=0.1)
+    check_positive_int("d_k", d_k)
+    check_positive_int("n_keys", n_keys)
+    return _draw_softmax_scaling([_softmax_stats(d_k, scaled, n_keys, seed) for scaled in (False, True)], n_keys)
+
+
+def _draw_softmax_scaling(stats_pair, n_keys: int):
+    """:func:`plot_softmax_scaling` of the two :func:`softmax_stats` (unscaled, scaled) of one view (a redraw)."""
+    fig = figure(8.0, 2.8, top=0.6, wspace=0.1)
     axes = fig.subplots(1, 2, sharey=True)
-    for ax, scaled in zip(axes, (False, True)):
-        stats = softmax_stats(d_k, scaled, n_keys, seed)
+    for ax, scaled, stats in zip(axes, (False, True), stats_pair):
         ax.bar(range(n_keys), stats["weights"], color="C1" if not scaled else "C0")
         ax.set_ylim(0, 1)
         ax.set_xticks(range(0, n_keys, max(1, n_keys // 8)))
@@ -274,17 +314,17 @@ def softmax_temperature_explorer(n_keys: int = 16, seed: int = 0, max_d_k: int =
     """
     check_positive_int("n_keys", n_keys)
     check_positive_int("max_d_k", max_d_k)
-    widgets = _require_widgets()
+    widgets = require_widgets()
     options = [2 ** i for i in range(int(math.log2(max_d_k)) + 1)]
     controls = {
         "d_k": widgets.SelectionSlider(options=options, value=min(64, options[-1]), description="d_k"),
         "seed": widgets.IntSlider(value=int(seed), min=0, max=max(20, int(seed)), description="seed"),
     }
 
-    def render(d_k, seed):
-        raw, scaled = softmax_stats(d_k, False, n_keys, seed), softmax_stats(d_k, True, n_keys, seed)
-        return [plot_softmax_scaling(d_k, n_keys, seed),
+    def render(d_k, seed):  # each softmax computed once per view
+        raw, scaled = _softmax_stats(d_k, False, n_keys, seed), _softmax_stats(d_k, True, n_keys, seed)
+        return [_draw_softmax_scaling((raw, scaled), n_keys),
                 f"d_k = {d_k}: spread (std) of the {n_keys} scores {raw['scores'].std():.2f} unscaled vs "
                 f"{scaled['scores'].std():.2f} scaled; uniform entropy would be {math.log(n_keys):.2f} nats"]
 
-    return _explorer(controls, render)
+    return explorer(controls, render)
