@@ -1,10 +1,10 @@
-"""Tests for the library's shared input checks (transformer_lib._checks) that plotting, diagrams and the explorers
+"""Tests for the library's shared input checks (transformer_lib.checks) that plotting, diagrams and the explorers
 share: array coercion and labels. Each error names the argument, what was received and what was expected."""
 import numpy as np
 import pytest
 import torch
 
-from transformer_lib._checks import as_numpy, as_tensor, check_labels
+from transformer_lib.checks import as_numpy, as_tensor, check_labels
 
 
 def test_as_numpy_reads_tensors_arrays_and_sequences():

@@ -2,7 +2,7 @@
 
 The data coordinates of a :func:`canvas` are inches, so that positions, box sizes and font sizes share one unit.
 The colours are the palette of :mod:`~transformer_lib.plotting` with fixed roles, the same in every diagram. The
-checks only diagrams need (one query's weights, an RNN path) live here too, on those of ``_checks`` (words, arrays):
+checks only diagrams need (one query's weights, an RNN path) live here too, on those of ``checks`` (words, arrays):
 each error names the argument, the value received and what was expected.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from ._checks import as_numpy
+from .checks import as_numpy
 from .plotting import BOOK_COLORS
 
 BLUE, ORANGE, GREEN, VERMILION, PINK, SKY, YELLOW, BLACK = BOOK_COLORS

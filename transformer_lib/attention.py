@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_same_device, check_tensor
+from .checks import check_positive_int, check_same_device, check_tensor
 
 __all__ = [
     "causal_mask",

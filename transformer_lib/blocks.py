@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_positive_int, check_tensor
+from .checks import check_choice, check_positive_int, check_tensor
 from .multihead import LayerCache, MultiHeadAttention
 
 __all__ = [

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ._checks import check_choice, check_int_range, check_labels
+from .checks import check_choice, check_int_range, check_labels
 from ._drawing import (BLACK, BLUE, CROSS, DECODER, ENCODER, GREEN, GREY, HIGHLIGHT, INK, KEY, ORANGE, PINK, QUERY,
                        SKY, VALUE, VERMILION, YELLOW, arrow, attention_edges, box, canvas, check_path,
                        check_weights, circle, label, tensor_cards, tint)

@@ -27,7 +27,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from .checks import check_positive_int, check_tensor
 from .attention import real_tokens
 
 __all__ = [

@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, List, Mapping, Sequence, Tuple, Union
 
-from ._checks import check_number
+from .checks import check_number
 
 __all__ = ["VERDICTS", "NOT_TESTABLE", "TRAINS_NOTHING", "Adequacy", "Text", "accuracy_saturated", "adequacy_key",
            "beats_baseline", "claim_keys", "claim_label", "erratum_keys", "erratum_label", "find_claims",

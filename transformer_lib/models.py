@@ -18,7 +18,7 @@ from typing import Dict, Optional
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_dropout, check_ids, check_positive_int, check_tensor, deferring
+from .checks import check_choice, check_dropout, check_ids, check_positive_int, check_tensor, deferring
 from .attention import padding_mask, real_tokens
 from .blocks import ACTIVATIONS, NORMS, AttentionWeights, DecoderBlock, EncoderBlock, make_norm
 from .multihead import KVCache

@@ -13,7 +13,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import nn
 
-from ._checks import check_dropout, check_positive_int, check_same_device, check_tensor
+from .checks import check_dropout, check_positive_int, check_same_device, check_tensor
 from .attention import _attend, check_mask
 
 __all__ = ["LayerCache", "KVCache", "MultiHeadAttention", "split_heads", "merge_heads"]

@@ -18,7 +18,7 @@ import torch
 from cycler import cycler
 from matplotlib.patches import Rectangle
 
-from ._checks import as_numpy, check_index, check_labels
+from .checks import as_numpy, check_index, check_labels
 
 __all__ = [
     "BOOK_COLORS",

@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
-from ._checks import check_choice, check_positive_int, check_tensor
+from .checks import check_choice, check_positive_int, check_tensor
 
 __all__ = [
     "sinusoidal_table",

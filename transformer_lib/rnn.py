@@ -40,7 +40,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ._checks import check_choice, check_dropout, check_ids, check_positive_int, check_tensor
+from .checks import check_choice, check_dropout, check_ids, check_positive_int, check_tensor
 from .attention import SCORE_NAMES, make_score, masked_softmax, real_tokens
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
-from .._checks import check_positive_int, check_seed, check_tensor
+from ..checks import check_positive_int, check_seed, check_tensor
 from ..attention import real_tokens
 from .tasks import _generator
 from .tokenizers import PAD_ID, Vocab, _check_text

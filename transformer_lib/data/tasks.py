@@ -21,7 +21,7 @@ from typing import List, Tuple
 
 import torch
 
-from .._checks import check_positive_int, check_seed
+from ..checks import check_positive_int, check_seed
 from .tokenizers import IGNORE_INDEX, PAD_ID, SPECIALS, Vocab
 from .translation import _NOUNS, _PLURALS, _PREPS, _VI, _VT  # the agreement task reuses the English words
 

@@ -19,7 +19,7 @@ from typing import Dict, Iterable, List, Sequence, Tuple
 
 import torch
 
-from .._checks import check_positive_int, check_tensor
+from ..checks import check_positive_int, check_tensor
 
 __all__ = ["PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "PAD", "BOS", "EOS", "UNK", "SPECIALS", "IGNORE_INDEX",
            "Vocab", "CharTokenizer", "BPETokenizer", "pretokenize"]

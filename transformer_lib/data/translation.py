@@ -17,7 +17,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
-from .._checks import check_positive_int, check_seed
+from ..checks import check_positive_int, check_seed
 from .tokenizers import Vocab
 
 __all__ = ["make_translation_data", "make_long_range_data", "translation_splits", "translation_vocabs", "reference_translate", "alignment",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
-from .._checks import check_choice, check_positive_int
+from ..checks import check_choice, check_positive_int
 from ..multihead import MultiHeadAttention
 from .linformer import LinformerAttention
 from .sparse import SparseAttention, _check_pattern_args, _sparse_pairs

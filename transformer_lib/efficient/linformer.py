@@ -12,7 +12,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import nn
 
-from .._checks import check_positive_int, check_same_device
+from ..checks import check_positive_int, check_same_device
 from ..attention import check_mask, scaled_dot_product_attention
 from ..multihead import LayerCache, MultiHeadAttention, merge_heads, split_heads
 from .sparse import _key_mask

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_choice, check_positive_int, check_same_device, check_seed, check_tensor
+from ..checks import check_choice, check_positive_int, check_same_device, check_seed, check_tensor
 from ..attention import check_mask, combine_masks, masked_softmax, scaled_dot_product_attention
 from ..multihead import LayerCache, MultiHeadAttention, merge_heads, split_heads
 

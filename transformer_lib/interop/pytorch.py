@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_positive_int, check_tensor
+from ..checks import check_positive_int, check_tensor
 from ._weight_copy import _copy, _copy_linear, _copy_norm, _like, _norm_eps
 from ..attention import combine_masks
 from ..blocks import DecoderBlock, EncoderBlock

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .._checks import check_positive_int
+from ..checks import check_positive_int
 
 __all__ = ["rank", "world_size", "is_main_process", "shard_batch", "unwrap_model"]
 

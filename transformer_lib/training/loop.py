@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .._checks import check_choice, check_positive_int, deferred_checks, raise_deferred
+from ..checks import check_choice, check_positive_int, deferred_checks, raise_deferred
 from .distributed import _init_distributed, _launched_distributed, shard_batch
 
 SCHEDULES = ("constant", "linear", "cosine", "inverse_sqrt")
@@ -499,7 +499,7 @@ def _deferred_queue(defer: bool) -> list:
     """The checks queued by the step that just ran (and empty the queue for the next)."""
     if not defer:
         return []
-    from .._checks import _DEFERRED
+    from ..checks import _DEFERRED
 
     queued = list(_DEFERRED.queue)
     _DEFERRED.queue.clear()

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._checks import check_tensor, deferring
+from ..checks import check_tensor, deferring
 from ..data import IGNORE_INDEX, PAD_ID
 
 __all__ = ["lm_loss", "seq2seq_loss", "classification_loss"]

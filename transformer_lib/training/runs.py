@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Optional, Sequence
 import numpy as np
 import torch
 
-from .._checks import check_finite_above, check_positive_int
+from ..checks import check_finite_above, check_positive_int
 
 
 # ------------------------------------------------------------------------------------- learning-rate search

@@ -8,7 +8,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from .._checks import as_tensor, check_index, check_labels, check_number, check_positive_int
+from ..checks import as_tensor, check_index, check_labels, check_number, check_positive_int
 from ..efficient import flops_per_layer
 from ..generation import apply_temperature, top_k_filter
 from .base import (ArrayLike, entropy, explorer, figure, html_output, require_widgets, show_token,

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from .._checks import check_choice, check_index, check_labels, check_positive_int, check_tensor
+from ..checks import check_choice, check_index, check_labels, check_positive_int, check_tensor
 from ..attention import causal_mask, combine_masks, padding_mask
 from ..plotting import draw_mask, draw_positional
 from ..positional import sinusoidal_table

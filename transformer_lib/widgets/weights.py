@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 import numpy as np
 import torch
 
-from .._checks import as_tensor, check_choice, check_index, check_labels, check_number
+from ..checks import as_tensor, check_choice, check_index, check_labels, check_number
 from .base import (ArrayLike, explorer, figure, require_widgets, show_token, token_axis, token_grid,
                    token_options)
 from ..attention import attention_reference
