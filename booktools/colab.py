@@ -205,6 +205,45 @@ def bibliography() -> dict[str, tuple[str, str]]:
     return entries
 
 
+@lru_cache(maxsize=None)
+def api_page(target: str) -> tuple[str, str]:
+    """(docname, anchor) of the API page that documents ``target``, a dotted name in ``transformer_lib``.
+
+    Each module has its page, ``api/<module>`` (the API reference, ``_ext/api_modules.py``); a name is documented
+    on the page of the module that defines it, which is not the package that re-exports it
+    (``transformer_lib.training.fit`` is ``api/transformer_lib.training.loop#transformer_lib.training.loop.fit``).
+    """
+    import importlib
+    import pkgutil
+
+    parts = target.split(".")
+    for count in range(len(parts), 0, -1):
+        try:
+            module = importlib.import_module(".".join(parts[:count]))
+            break
+        except ImportError:
+            continue
+    else:
+        raise ConversionError(f"{target}: no module of it can be imported")
+    home, qualname, obj = module.__name__, [], module
+    for part in parts[count:]:
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ConversionError(f"{target}: {home} has no attribute {part!r}")
+        if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
+            home, qualname = obj.__module__, obj.__qualname__.split(".")
+        elif not qualname and hasattr(module, "__path__"):  # a constant a package takes from one of its modules
+            for info in pkgutil.walk_packages(module.__path__, module.__name__ + "."):
+                sub = importlib.import_module(info.name)
+                if part in getattr(sub, "__all__", ()) and getattr(sub, part) is obj:
+                    home = info.name
+                    break
+            qualname = [part]
+        else:
+            qualname.append(part)
+    return f"api/{home}", ".".join([home, *qualname]) if qualname else f"module-{home}"
+
+
 # --------------------------------------------------------------------------- one chapter
 def _escape(text: str) -> str:
     return re.sub(r"([\\`*_\[\]<>|])", r"\\\1", text)
@@ -320,7 +359,7 @@ class Converter:
             shown += "()"
         code = f"`{shown}`"
         if target.startswith("transformer_lib"):
-            return f"[{code}]({self.html('api', target)})"
+            return f"[{code}]({self.html(*api_page(target))})"
         return code
 
     def role(self, name: str, content: str) -> str:

@@ -96,6 +96,7 @@ def student_config(repo: str | None, branch: str, ext_dir: Path, course: dict | 
     sphinx["local_extensions"] = {"api_modules": str(ROOT / "_ext"), "student_html": str(ext_dir)}
     inner = sphinx.setdefault("config", {})
     inner["html_static_path"] = [str(ROOT / p) for p in inner.get("html_static_path", [])]
+    inner["templates_path"] = [str(ROOT / p) for p in inner.get("templates_path", [])]  # the API pages' templates
     return config
 
 

@@ -162,3 +162,26 @@ def test_chapter_screenshot(chromium, server, name):
     assert result.returncode == 0 and target.is_file(), (
         f"{name}: no screenshot:\n{result.stderr[-2000:]}")
     assert target.stat().st_size > 20_000, f"{name}: screenshot {target} looks empty"
+
+
+@pytest.mark.parametrize("anchor, page, target", [
+    ("transformer_lib.attention.attention_reference", "api/transformer_lib.attention",  # the Colab edition's links
+     "transformer_lib.attention.attention_reference"),
+    ("transformer_lib.multihead.MultiHeadAttention.forward", "api/transformer_lib.multihead",
+     "transformer_lib.multihead.MultiHeadAttention.forward"),
+    ("module-transformer_lib.data.tokenizers", "api/transformer_lib.data.tokenizers",
+     "module-transformer_lib.data.tokenizers"),
+    ("api-training-loop", "api/transformer_lib.training.loop",  # a section of the former one-page reference
+     "module-transformer_lib.training.loop"),
+])
+def test_former_api_anchor_goes_to_its_page(chromium, server, anchor, page, target):
+    """The API reference was one page: a link to an object on api.html goes on to the object on its module's page
+    (_ext/api_modules.py), so that the links of the Colab edition and older bookmarks keep working."""
+    static = BeautifulSoup((HTML / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
+    assert static.find(id=target), f"{page}.html has no anchor {target}"
+    result = run_chromium(chromium, "--window-size=1280,2000", "--dump-dom", f"{server}/api.html#{anchor}")
+    assert result.returncode == 0, f"chromium failed:\n{result.stderr[-2000:]}"
+    title = BeautifulSoup(result.stdout, "html.parser").find("h1")
+    title = title.get_text(" ", strip=True) if title else None
+    expected = static.find("h1").get_text(" ", strip=True).rstrip("#").strip()
+    assert title and expected in title, f"api.html#{anchor} did not go on to {page}.html (title {title!r})"

@@ -247,7 +247,8 @@ def test_converter_on_a_synthetic_chapter(tmp_path):
     assert '<a id="ch-test"></a>' in text and "\n# A test chapter" not in text
     assert "(Vaswani et al., 2017)" in text and "Bahdanau et al. (2015)" in text
     assert f"[self-attention]({base}glossary.html#term-Self-attention)" in text
-    assert f"[`attention_reference()`]({base}api.html#transformer_lib.attention.attention_reference)" in text
+    assert (f"[`attention_reference()`]({base}api/transformer_lib.attention.html"
+            "#transformer_lib.attention.attention_reference)") in text
     assert "`` {glue:text}`not_a_role` ``" in text, "a code span must stay as it is"
     assert f"**0.25**{colab.BOOK_RUN_MARK}" in text and f"**0.12**{colab.BOOK_RUN_MARK}" in text
     assert "> **Note.**\n>\n> A note with $x^2$." in text

@@ -94,7 +94,7 @@ def as_numpy(name: str, x, ndim: Union[int, Iterable[int], None] = None) -> np.n
         ndim: the expected rank, or a collection of accepted ranks.
 
     Returns:
-        the array (``x`` itself for a NumPy array): real numbers or bools, of an accepted rank, not empty.
+        the array (``x`` itself for a NumPy array), of real numbers or bools, of an accepted rank, not empty.
     """
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu()
@@ -126,7 +126,7 @@ def as_tensor(name: str, x, ndim: Union[int, Iterable[int], None] = None) -> tor
         ndim: the expected rank, or a collection of accepted ranks.
 
     Returns:
-        the float64 tensor: of an accepted rank, not empty (a bool or complex input is refused).
+        the float64 tensor, of an accepted rank and not empty (a bool or complex input is refused).
     """
     if isinstance(x, torch.Tensor):
         check_tensor(name, x, ndim=ndim)
