@@ -303,14 +303,11 @@ def test_prose_has_no_unresolved_placeholders(path):
 
 # --------------------------------------------------------------------------- API reference
 def test_api_reference_walks_the_library():
-    """api.md lists no module by hand: its `package-modules` table (_ext/api_modules.py) walks transformer_lib, and
+    """api.md lists no module by hand: its `package-modules` table (booktools/api_modules.py) walks transformer_lib, and
     the page generated for a package (_templates/autosummary/module.rst) walks its own modules, so the walk reaches
     every module file of the library. (tests/test_built_book.py checks the pages that the build made.)"""
-    sys.path.insert(0, str(ROOT / "_ext"))
-    try:
-        import api_modules
-    finally:
-        sys.path.remove(str(ROOT / "_ext"))
+    from booktools import api_modules
+
     tables = api_modules.tables_in(ROOT / "api.md")
     assert [package for package, _ in tables] == ["transformer_lib"], \
         "api.md must hold one `.. package-modules:: transformer_lib` table"

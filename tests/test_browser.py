@@ -176,7 +176,7 @@ def test_chapter_screenshot(chromium, server, name):
 ])
 def test_former_api_anchor_goes_to_its_page(chromium, server, anchor, page, target):
     """The API reference was one page: a link to an object on api.html goes on to the object on its module's page
-    (_ext/api_modules.py), so that the links of the Colab edition and older bookmarks keep working."""
+    (booktools/api_modules.py), so that the links of the Colab edition and older bookmarks keep working."""
     static = BeautifulSoup((HTML / f"{page}.html").read_text(encoding="utf-8"), "html.parser")
     assert static.find(id=target), f"{page}.html has no anchor {target}"
     result = run_chromium(chromium, "--window-size=1280,2000", "--dump-dom", f"{server}/api.html#{anchor}")

@@ -134,7 +134,7 @@ def test_chapter_hides_bootstrap_cell(chapter):
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
 def test_chapter_hides_test_harness(chapter):
-    """The nbval tolerance declarations of the cells are not shown to readers (_ext/book_html.py)."""
+    """The nbval tolerance declarations of the cells are not shown to readers (booktools/book_html.py)."""
     text = soup(page(chapter)).get_text()
     assert "nbval-tolerance" not in text, (
         f"{notebooks.relative(chapter)}: a '# nbval-tolerance' line is visible in the HTML")

@@ -179,13 +179,13 @@ def test_exercises_and_folded_solutions(chapter):
 # --------------------------------------------------------------------------- the book's Colab links
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=chapter_id)
 def test_book_colab_link_opens_edition(chapter):
-    """_ext/book_html.py rewrites the launch button that sphinx-book-theme builds from the page name."""
-    import book_html
+    """booktools/book_html.py rewrites the launch button that sphinx-book-theme builds from the page name."""
+    from booktools import book_html
 
     docname = f"chapters/{chapter.stem}"
     theme_url = notebooks.colab_url(f"{docname}.ipynb")
     context = {"header_buttons": [{"type": "group", "buttons": [{"type": "link", "url": theme_url}]}]}
-    book_html._colab_edition_links(None, docname, "page.html", context, None)
+    book_html.colab_edition_links(None, docname, "page.html", context, None)
     url = context["header_buttons"][0]["buttons"][0]["url"]
     assert url == notebooks.colab_url(f"colab/{chapter.name}"), url
     assert (ROOT / "colab" / chapter.name).is_file(), f"the Colab link opens a missing colab/{chapter.name}"

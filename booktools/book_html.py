@@ -1,4 +1,5 @@
-"""Small fixes to the book's HTML pages (a local Sphinx extension, see _config.yml).
+"""Small fixes to the book's HTML pages: a Sphinx extension of the build (``_config.yml``'s
+``local_extensions`` names it ``booktools.book_html`` with the repository root as its path).
 
 - sphinx-thebe (loaded by Jupyter Book even with thebe off) registers its inline configuration
   script more than once per build; the second copy re-declares ``const THEBE_JS_URL`` and raises
@@ -13,14 +14,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from booktools.notebooks import HARNESS_LINE, COLAB_LINK_PREFIX, colab_edition_target, reader_source  # noqa: E402
+from booktools.notebooks import HARNESS_LINE, COLAB_LINK_PREFIX, colab_edition_target, reader_source
 
 
-def _dedupe_scripts(app, pagename, templatename, context, doctree):
+def dedupe_scripts(app, pagename, templatename, context, doctree):
     scripts = context.get("script_files")
     if not scripts:
         return
@@ -35,7 +32,7 @@ def _dedupe_scripts(app, pagename, templatename, context, doctree):
     context["script_files"] = unique
 
 
-def _colab_edition_links(app, pagename, templatename, context, doctree):
+def colab_edition_links(app, pagename, templatename, context, doctree):
     """Point the Colab launch button of a chapter page at its notebook of the Colab edition."""
     target = colab_edition_target(pagename)
     if target is None:
@@ -51,7 +48,7 @@ def _colab_edition_links(app, pagename, templatename, context, doctree):
     rewrite(context.get("header_buttons"))
 
 
-def _hide_harness(app, doctree):
+def hide_harness(app, doctree):
     """Drop the nbval tolerance lines from the code of every notebook cell on the page."""
     from docutils import nodes
 
@@ -70,8 +67,8 @@ def _hide_harness(app, doctree):
 
 
 def setup(app):
-    app.connect("doctree-read", _hide_harness)
-    app.connect("html-page-context", _dedupe_scripts, priority=900)
+    app.connect("doctree-read", hide_harness)
+    app.connect("html-page-context", dedupe_scripts, priority=900)
     # after sphinx-book-theme's add_launch_buttons (priority 501), before the page is rendered
-    app.connect("html-page-context", _colab_edition_links, priority=600)
+    app.connect("html-page-context", colab_edition_links, priority=600)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1.0"}
