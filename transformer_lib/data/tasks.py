@@ -23,7 +23,12 @@ import torch
 
 from ..checks import check_positive_int, check_seed
 from .tokenizers import IGNORE_INDEX, PAD_ID, SPECIALS, Vocab
-from .translation import _NOUNS, _PLURALS, _PREPS, _VI, _VT  # the agreement task reuses the English words
+from .translation import TRANSLATION_LEXICON
+
+# The agreement task reuses the English words of the translation task's lexicon, in its order.
+_NOUNS, _PREPS = TRANSLATION_LEXICON["nouns"], TRANSLATION_LEXICON["prepositions"]
+_VT, _VI = TRANSLATION_LEXICON["transitive_verbs"], TRANSLATION_LEXICON["intransitive_verbs"]
+_PLURALS = [noun + "s" for noun in _NOUNS]  # "dogs"
 
 __all__ = ["make_agreement_data", "agreement_vocab", "AGREEMENT_VERBS",
            "make_retrieval_data", "retrieval_vocab_size", "make_lookback_data"]
