@@ -209,7 +209,7 @@ def bibliography() -> dict[str, tuple[str, str]]:
 def api_page(target: str) -> tuple[str, str]:
     """(docname, anchor) of the API page that documents ``target``, a dotted name in ``transformer_lib``.
 
-    Each module has its page, ``api/<module>`` (the API reference, ``_ext/api_modules.py``); a name is documented
+    Each module has its page, ``api/<module>`` (the API reference, ``booktools/api_modules.py``); a name is documented
     on the page of the module that defines it, which is not the package that re-exports it
     (``transformer_lib.training.fit`` is ``api/transformer_lib.training.loop#transformer_lib.training.loop.fit``).
     """
