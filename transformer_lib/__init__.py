@@ -7,8 +7,10 @@ Modules (one concept each): :mod:`~transformer_lib.attention` (masks, score func
 :mod:`~transformer_lib.data` (tokenizers, the synthetic tasks, the corpus, batches), :mod:`~transformer_lib.training`
 (the loop, losses, learning-rate search, runs side by side, data parallelism, checkpoints),
 :mod:`~transformer_lib.interop` (PyTorch, Hugging Face),
-:mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.widgets`, :mod:`~transformer_lib.exercises`,
-:mod:`~transformer_lib.presets` (settings a chapter shares with the benchmarks).
+:mod:`~transformer_lib.plotting`, :mod:`~transformer_lib.diagrams`, :mod:`~transformer_lib.widgets`,
+:mod:`~transformer_lib.exercises`, :mod:`~transformer_lib.ledger` (the claims and their verdicts),
+:mod:`~transformer_lib.notebook` (glue and CPU/GPU settings), :mod:`~transformer_lib.presets` (settings a chapter
+shares with the benchmarks), and :mod:`~transformer_lib.checks` (the input checks every module uses).
 """
 from importlib import import_module as _import_module
 
@@ -25,7 +27,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = ("attention", "multihead", "positional", "blocks", "models", "rnn", "efficient",
                "generation", "data", "training", "interop", "plotting", "diagrams", "widgets", "exercises", "ledger",
-               "notebook", "presets")
+               "notebook", "presets", "checks")
 
 
 def __getattr__(name):
