@@ -16,8 +16,8 @@ Colab renders plain Markdown, not MyST, so the chapter's markdown is converted:
 - admonitions (``{note}``, ``{tip}``, ``{margin}``, ...) -> block quotes; math stays math.
 
 Cells tagged ``remove-cell`` are dropped, except the Colab set-up cell, which becomes the template of
-:mod:`booktools.notebooks`. Code cells keep their stored outputs. The MyST is parsed with
-markdown-it-py and the MyST plugins of mdit-py-plugins (:mod:`booktools.myst`, the book's one MyST reader); a construct this
+:mod:`booktools.notebooks`. Code cells keep their stored outputs. The MyST is parsed by
+:mod:`booktools.myst`, the book's one MyST reader (myst-parser's own parser); a construct this
 converter does not know raises :class:`ConversionError` naming the chapter and cell, rather than
 leaking raw MyST into the edition.
 
@@ -513,8 +513,8 @@ class Converter:
                 emit(f'<a id="{token.content.strip()}"></a>')
             elif kind in ("myst_line_comment", "myst_block_break"):
                 continue
-            elif myst.directive_of(token):
-                name, arg = myst.directive_of(token)
+            elif directive := myst.directive_of(token):
+                name, arg = directive
                 if name in myst.GATED:
                     if gated is None:
                         self.fail(f"gated {{{name}}} inside another directive")

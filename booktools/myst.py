@@ -162,13 +162,12 @@ def scan_markdown(source: str, state: ScanState) -> list[Line]:
             kinds[n] = (state.gated_solution, state.gated_exercise, False)
 
     for token, span, _ in blocks(source):
-        if span is None:
-            continue
+        name, arg = directive_of(token) or (None, "")
+        if span is None or name not in ("exercise", "solution", *GATED):
+            continue  # its lines take the gated state around them, as the text between blocks
         start, end = span[0], min(span[1], len(lines))
         plain(start)
-        position = max(position, end)
-        found = directive_of(token)
-        name, arg = found if found else (None, "")
+        position = end
         if name in ("exercise", "solution"):
             options, option_lines = _options(token.content.split("\n"))
             directive = Directive(name, arg, options.get("label"))
@@ -195,8 +194,5 @@ def scan_markdown(source: str, state: ScanState) -> list[Line]:
                 state.gated_exercise = None
             for n in range(start, end):
                 kinds[n] = (solution, exercise, True)
-        else:
-            for n in range(start, end):
-                kinds[n] = (state.gated_solution, state.gated_exercise, False)
     plain(len(lines))
     return [Line(text, *kind) for text, kind in zip(lines, kinds)]
