@@ -214,7 +214,6 @@ def api_page(target: str) -> tuple[str, str]:
     (``transformer_lib.training.fit`` is ``api/transformer_lib.training.loop#transformer_lib.training.loop.fit``).
     """
     import importlib
-    import pkgutil
 
     parts = target.split(".")
     for count in range(len(parts), 0, -1):
@@ -232,14 +231,7 @@ def api_page(target: str) -> tuple[str, str]:
             raise ConversionError(f"{target}: {home} has no attribute {part!r}")
         if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
             home, qualname = obj.__module__, obj.__qualname__.split(".")
-        elif not qualname and hasattr(module, "__path__"):  # a constant a package takes from one of its modules
-            for info in pkgutil.walk_packages(module.__path__, module.__name__ + "."):
-                sub = importlib.import_module(info.name)
-                if part in getattr(sub, "__all__", ()) and getattr(sub, part) is obj:
-                    home = info.name
-                    break
-            qualname = [part]
-        else:
+        else:  # a constant or an attribute: documented where it is reached
             qualname.append(part)
     return f"api/{home}", ".".join([home, *qualname]) if qualname else f"module-{home}"
 
