@@ -80,7 +80,10 @@ def test_record_claim_glues_adequacy_only_for_trained_claims(monkeypatch):
 def test_beats_baseline_uses_the_worst_model():
     a = beats_baseline({"one head": 2.10, "multi-head": 2.30}, baseline=2.369, margin=0.10)
     assert not a.passed and a.measured == "smallest margin 0.07 (multi-head)"
-    assert a.check == "every model ≥ 0.10 nats below the counted bigram (2.369)"
+    assert a.check == "every model checked (one head / multi-head) ≥ 0.10 nats below the counted bigram (2.369)"
+    assert beats_baseline([2.0, 2.1], baseline=2.369, margin=0.10).check.startswith("every model ≥ 0.10")
+    many = beats_baseline({f"seed {s}": 2.0 for s in range(4)}, baseline=2.369, margin=0.10)
+    assert many.check.startswith("every model checked (4 runs) ≥")      # named models beyond three: a count
     assert beats_baseline([2.0, 2.1], baseline=2.369, margin=0.10).passed
     assert beats_baseline([2.269], baseline=2.369, margin=0.10).passed is (2.369 - 2.269 >= 0.10)
 
@@ -106,7 +109,9 @@ def test_loss_flattened_fails_on_a_curve_too_short_to_tell():
 
 def test_accuracy_saturated_and_combined():
     a = accuracy_saturated({"RNN": 0.97, "Transformer": 0.999}, threshold=0.95, what="validation accuracy")
-    assert a.passed and str(a) == "✓ every model's validation accuracy ≥ 0.95: lowest 0.970 (RNN)"
+    assert a.passed and str(a) == ("✓ every model checked (RNN / Transformer): validation accuracy ≥ 0.95: "
+                                   "lowest 0.970 (RNN)")
+    assert accuracy_saturated([0.97], threshold=0.95).check == "every model's accuracy ≥ 0.95"
     b = a & accuracy_saturated([0.5], threshold=0.95)
     assert not b.passed and b.check.count(";") == 1 and str(b).startswith("✗")
 

@@ -92,6 +92,8 @@ def test_md_table_bad_input(header, rows, match):
     (0.25, dict(plain=(0.01, 1000)), "0.25"),
     (0.0, dict(plain=(0.0, 1.0)), "0.0"),
     (5e-3, dict(plain=(0.01, 1000)), "5.0 × 10⁻³"),
+    (45.72, dict(plain=(0.01, 1000)), "46"),           # two significant digits, and no bare point after them
+    (4.0, dict(plain=(0.01, 1000)), "4.0"),
 ])
 def test_sci(x, kwargs, text):
     assert notebook.sci(x, **kwargs) == text

@@ -93,6 +93,14 @@ class Adequacy:
         return f"{'✓' if self.passed else '✗'} {self.check}: {self.measured}"
 
 
+def _models_checked(values, items) -> str:
+    """'every model' for a plain list; for named models, which ones were checked (the check holds for them only)."""
+    if not isinstance(values, Mapping):
+        return "every model"
+    names = " / ".join(name for name, _ in items) if len(items) <= 3 else f"{len(items)} runs"
+    return f"every model checked ({names})"
+
+
 def _named_values(values: Union[Mapping[str, float], Sequence[float]], argument: str) -> List[Tuple[str, float]]:
     if isinstance(values, Mapping):
         items = [(str(k), v) for k, v in values.items()]
@@ -152,7 +160,9 @@ def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline
         unit: the loss's unit in words.
 
     Returns:
-        Adequacy: passed when ``max(losses) <= baseline - margin``; ``measured`` names the worst model's margin.
+        Adequacy: passed when ``max(losses) <= baseline - margin``; ``measured`` names the worst model's margin. With
+        named losses the check names the models it covers (up to three; a count beyond), so that a reader does not
+        take it for a statement about models shown beside it that were not checked.
     """
     items = _named_values(losses, "losses")
     baseline = check_number("baseline", baseline, low=-math.inf)
@@ -160,7 +170,7 @@ def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline
     worst_name, worst = max(items, key=lambda kv: kv[1])
     gap = baseline - worst
     where = f" ({worst_name})" if isinstance(losses, Mapping) and len(items) > 1 else ""
-    return Adequacy(f"every model ≥ {margin:.2f} {unit} below {baseline_name} ({baseline:.3f})",
+    return Adequacy(f"{_models_checked(losses, items)} ≥ {margin:.2f} {unit} below {baseline_name} ({baseline:.3f})",
                     f"smallest margin {gap:.2f}{where}", gap >= margin)
 
 
@@ -231,7 +241,8 @@ def accuracy_saturated(accuracies: Union[Mapping[str, float], Sequence[float]], 
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
     low_name, low = min(items, key=lambda kv: kv[1])
     where = f" ({low_name})" if isinstance(accuracies, Mapping) and len(items) > 1 else ""
-    return Adequacy(f"every model's {what} ≥ {threshold:.2f}", f"lowest {low:.3f}{where}", low >= threshold)
+    which = f"{_models_checked(accuracies, items)}: {what}" if isinstance(accuracies, Mapping) else f"every model's {what}"
+    return Adequacy(f"{which} ≥ {threshold:.2f}", f"lowest {low:.3f}{where}", low >= threshold)
 
 
 def claim_keys(claim_id: str) -> Tuple[str, str, str]:

@@ -173,7 +173,8 @@ def sci(x: float, digits: int = 1, plain: tuple[float, float] | None = None) -> 
         raise ValueError(f"digits must be an integer >= 0, got {digits!r}")
     x = float(x)
     if plain is not None and plain[0] <= abs(x) < plain[1]:
-        return f"{x:#.{digits + 1}g}"
+        text = f"{x:#.{digits + 1}g}"                     # '#' keeps trailing zeros: 4.0, not 4
+        return text[:-1] if text.endswith(".") else text   # but not a bare point: 46, not 46.
     if not math.isfinite(x) or x == 0:
         raise ValueError(f"x must be a finite, non-zero number to be written in scientific notation, got {x!r}")
     exponent = math.floor(math.log10(abs(x)))
