@@ -1,7 +1,7 @@
 import pytest
 
 from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, Adequacy, Text, accuracy_saturated,
-                                    adequacy_key, beats_baseline, claim_keys, claim_label, find_claims,
+                                    adequacy_key, beats_baseline, claim_keys, claim_label, find_claims, late_improvement,
                                     loss_flattened, mean_sd, record_claim, welch_t)
 
 
@@ -88,6 +88,13 @@ def test_beats_baseline_uses_the_worst_model():
     assert beats_baseline([2.269], baseline=2.369, margin=0.10).passed is (2.369 - 2.269 >= 0.10)
 
 
+def test_unnamed_drops_the_worst_models_name():
+    a = beats_baseline({"seed 0": 2.0, "seed 1": 2.2}, baseline=2.369, margin=0.10)
+    assert a.unnamed().measured == "smallest margin 0.17" and a.unnamed().check == a.check
+    b = a.unnamed("every masked model beats the bigram")
+    assert (b.check, b.passed) == ("every masked model beats the bigram", a.passed)
+
+
 def test_loss_flattened_measures_the_last_fifth():
     flat = [3.0, 2.0, 1.6, 1.5, 1.45, 1.44, 1.44, 1.439, 1.438, 1.438]
     a = loss_flattened(flat, tolerance=0.01)
@@ -97,6 +104,13 @@ def test_loss_flattened_measures_the_last_fifth():
     assert not b.passed and b.measured == "largest improvement 0.400 (falling)"
     rising = [3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.1, 1.2]
     assert loss_flattened(rising, tolerance=0.01).passed
+
+
+def test_late_improvement_is_what_loss_flattened_measures():
+    assert late_improvement([3.0, 2.0, 1.6, 1.5, 1.45, 1.44, 1.44, 1.439, 1.438, 1.438]) == pytest.approx(0.001)
+    assert late_improvement([3.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.1, 1.2]) < 0          # it went up
+    with pytest.raises(ValueError, match="at least 3 losses"):
+        late_improvement([2.0, 1.0])
 
 
 def test_loss_flattened_fails_on_a_curve_too_short_to_tell():

@@ -85,6 +85,17 @@ def test_md_table_bad_input(header, rows, match):
         notebook.md_table(header, rows)
 
 
+@pytest.mark.parametrize("items, text", [(["a"], "a"), (["a", "b"], "a and b"), (["a", "b", "c"], "a, b and c"),
+                                         ([0.5, 1], "0.5 and 1")])
+def test_listing(items, text):
+    assert notebook.listing(items) == text
+
+
+def test_listing_needs_an_item():
+    with pytest.raises(ValueError, match="items must hold at least one item"):
+        notebook.listing([])
+
+
 @pytest.mark.parametrize("x, kwargs, text", [
     (3.3e18, {}, "3.3 × 10¹⁸"),
     (7.2e-6, {}, "7.2 × 10⁻⁶"),

@@ -26,13 +26,13 @@ import math
 import re
 import statistics
 from dataclasses import dataclass
-from typing import Iterable, List, Mapping, Sequence, Tuple, Union
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .checks import check_number
 
 __all__ = ["VERDICTS", "NOT_TESTABLE", "TRAINS_NOTHING", "Adequacy", "Text", "accuracy_saturated", "adequacy_key",
            "beats_baseline", "claim_keys", "claim_label", "erratum_keys", "erratum_label", "find_claims",
-           "find_errata", "loss_flattened", "mean_sd", "record_claim", "record_erratum", "welch_t"]
+           "find_errata", "late_improvement", "loss_flattened", "mean_sd", "record_claim", "record_erratum", "welch_t"]
 
 #: The verdict recorded when the models behind a claim fail their adequacy check (or the task cannot tell).
 NOT_TESTABLE = "not testable at this budget"
@@ -91,6 +91,12 @@ class Adequacy:
 
     def __str__(self) -> str:
         return f"{'✓' if self.passed else '✗'} {self.check}: {self.measured}"
+
+    def unnamed(self, check: Optional[str] = None) -> "Adequacy":
+        """This check without the name of its worst model, ``'smallest margin 0.39'`` for ``'smallest margin 0.39
+        (seed 2)'``: which model is worst can change from one CPU to another while the verdict does not. ``check``
+        rewords the requirement in the claim's own words (default: as it is)."""
+        return Adequacy(self.check if check is None else check, self.measured.split(" (")[0], self.passed)
 
 
 def _models_checked(values, items) -> str:
@@ -174,6 +180,21 @@ def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline
                     f"smallest margin {gap:.2f}{where}", gap >= margin)
 
 
+def late_improvement(curve: Sequence[float], fraction: float = 0.2) -> float:
+    """How much a loss curve fell over its last ``fraction``: its value at the last point before that tail minus its
+    smallest value in the tail (negative when it went up). :func:`loss_flattened` compares it with a tolerance.
+
+    Args:
+        curve: losses in training order, evenly spaced, at least 3.
+        fraction: the tail of the curve examined, in (0, 1).
+    """
+    values = [float(v) for v in curve]
+    if len(values) < 3:
+        raise ValueError(f"curve must hold at least 3 losses to show a tail, got {len(values)}")
+    start = min(len(values) - 2, int(math.floor((len(values) - 1) * (1 - fraction))))
+    return values[start] - min(values[start + 1:])
+
+
 def loss_flattened(curves: Union[Mapping[str, Sequence[float]], Sequence[float]], tolerance: float,
                    fraction: float = 0.2, unit: str = "nats") -> Adequacy:
     """Training has flattened: over the last ``fraction`` of each curve the loss improved by less than ``tolerance``.
@@ -210,8 +231,7 @@ def loss_flattened(curves: Union[Mapping[str, Sequence[float]], Sequence[float]]
         if len(values) < 3:                        # too short to tell a plateau from a slope: the check fails
             return Adequacy(f"the last {fraction:.0%} of training improves the loss by < {tolerance:g} {unit}",
                             f"{len(values)} point(s){f' ({name})' if name else ''}, too few to tell", False)
-        start = min(len(values) - 2, int(math.floor((len(values) - 1) * (1 - fraction))))
-        improvement = values[start] - min(values[start + 1:])
+        improvement = late_improvement(values, fraction)
         if improvement > worst:
             worst_name, worst = name, improvement
     where = f" ({worst_name})" if len(named) > 1 else ""

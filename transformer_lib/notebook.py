@@ -11,7 +11,7 @@ module works the same in all three without importing myst-nb.
   environment variable ``BOOK_SETTINGS=gpu`` takes the GPU settings on any device and
   ``BOOK_MAX_STEPS=N`` caps every setting named ``*steps``, so that CI runs the GPU branch of
   every chapter on the CPU in seconds.
-- :func:`glue_text`, :func:`md_table` and :func:`sci` are the small formatting helpers every chapter used to
+- :func:`glue_text`, :func:`md_table`, :func:`sci` and :func:`listing` are the small formatting helpers every chapter used to
   define for itself: a value recorded for the prose only, a table of results, a number in scientific notation.
 """
 
@@ -127,6 +127,14 @@ def glue_text(name: str, text: Any) -> None:
         TypeError: if ``name`` is not a non-empty string.
     """
     glue(name, text, display=False)
+
+
+def listing(items: Sequence[str]) -> str:
+    """Words joined as a sentence lists them: ``'a'``, ``'a and b'``, ``'a, b and c'``."""
+    items = [str(item) for item in items]
+    if not items:
+        raise ValueError("items must hold at least one item, got none")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]):
