@@ -94,6 +94,7 @@ def collect() -> list[dict]:
         errata = [{"id": e, "keys": erratum_keys(e), "stored": [values.get(k, "") for k in erratum_keys(e)]}
                   for e in find_errata(nb)]
         chapters.append({"path": path, "doc": notebooks.relative(path), "title": chapter_title(nb),
+                         "source": gpu_run.source_digest(nb),
                          "number": notebooks.chapter_number(path), "claims": claims, "errata": errata})
     return chapters
 
@@ -110,14 +111,43 @@ that shows them (`transformer_lib.ledger.record_erratum`), and they are listed h
 """
 
 
-def gpu_verdict(claim: dict, gpu: dict) -> str:
-    """The GPU run's verdict of a claim, or a dash (not reached, or the claim's wording changed since)."""
+def gpu_verdict(claim: dict, gpu: dict, source: str | None = None) -> str:
+    """The GPU run's verdict of a claim; a dash where no run reached it or the claim's wording changed since, and
+    the run's date where it ran an earlier version of the chapter's code (``source``: the digest of the code now)."""
     entry = gpu.get(claim["id"])
     if entry is None:
         return "—"
     if entry.get("text", "").strip() != pasted(claim["stored"][0]).strip():
         return "— (claim changed since)"
-    return entry.get("verdict", "—")
+    verdict = entry.get("verdict", "—")
+    if source is not None and entry.get("source") != source:
+        return f"{verdict} (earlier code, {(entry.get('run') or {}).get('date', 'date unknown')})"
+    return verdict
+
+
+def gpu_runs_line(record: dict, chapters: list[dict]) -> str:
+    """The sentence under the summary that names the GPU run(s) the column comes from."""
+    env = record.get("environment", {})
+    runs: dict[tuple, list[str]] = {}
+    for chapter in chapters:
+        entry = record.get("chapters", {}).get(chapter["path"].stem)
+        if entry is None:
+            continue
+        run = entry.get("run") or env
+        key = (run.get("device", "?"), run.get("torch", "?"), run.get("date", "?"), run.get("commit", "?"),
+               run.get("jobs"))
+        runs.setdefault(key, []).append(f"{chapter['number']:02d}" if chapter.get("number") is not None
+                                        else chapter["path"].stem)
+    parts = []
+    for (device, torch_version, date, commit, jobs), numbers in sorted(runs.items(), key=lambda kv: kv[0][2],
+                                                                      reverse=True):
+        shared = f", {jobs} chapters at a time" if jobs and int(jobs) > 1 else ""
+        parts.append(f"chapters {', '.join(numbers)} from a run on one {device}, PyTorch {torch_version}, {date}, "
+                     f"commit {commit}{shared}")
+    note = f" ({env['note']})" if env.get("note") else ""
+    return (f"GPU column: the chapters with their GPU settings; " + "; ".join(parts) + f"{note}. A dash marks a "
+            "claim no GPU run reached, or one whose wording has changed since; *earlier code* marks a verdict "
+            "from a run of an earlier version of the chapter's code, which may not be what the chapter does now.\n")
 
 
 def render(chapters: list[dict] | None = None) -> str:
@@ -137,12 +167,7 @@ def render(chapters: list[dict] | None = None) -> str:
     if record is None:
         parts.append("No GPU run is recorded yet (`gpu-runs/reference.json`, written by `make test-gpu`).\n")
     else:
-        env = record.get("environment", {})
-        note = f" ({env['note']})" if env.get("note") else ""
-        parts.append(f"GPU column: the chapters with their GPU settings on one {env.get('device', '?')}, "
-                     f"PyTorch {env.get('torch', '?')}, {env.get('date', '?')}, commit {env.get('commit', '?')}"
-                     f"{note}. A dash marks a claim the GPU run did not reach, or one whose wording has changed "
-                     f"since that run.\n")
+        parts.append(gpu_runs_line(record, with_claims))
     for chapter in with_claims:
         doc = chapter["doc"]
         parts.append(f"## {chapter['title']}\n")
@@ -153,7 +178,7 @@ def render(chapters: list[dict] | None = None) -> str:
             trained = (cell(doc, adequacy_key(claim["id"])) if claim["adequacy"] is not None
                        else f"— ({TRAINS_NOTHING})")
             rows.append(f"| {cell(doc, text_key)} | {cell(doc, value_key)} | {trained} | {cell(doc, verdict_key)} "
-                        f"| {gpu_verdict(claim, gpu)} | {{ref}}`{claim_label(claim['id'])}` |")
+                        f"| {gpu_verdict(claim, gpu, chapter.get('source'))} | {{ref}}`{claim_label(claim['id'])}` |")
         parts.append("\n".join(rows) + "\n")
     errata = [(c["doc"], e) for c in chapters for e in c.get("errata", [])]
     parts.append("(claims-errata)=\n## Errata of the lecture material\n")

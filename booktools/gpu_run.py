@@ -17,6 +17,7 @@ branch. This module runs it and keeps a record in the repository:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import platform
@@ -65,6 +66,50 @@ def collect(nb) -> dict:
                 claim_id = name[len("claim_"):-len(part) - 1]
                 claims.setdefault(claim_id, {})[part] = entry["text"].strip()
     return {"glued": glued, "claims": claims}
+
+
+def source_digest(nb) -> str:
+    """A digest of a chapter's code: the sources of its code cells, in order (markdown, outputs and the cell that
+    measures peak memory ignored). The ledger compares it with the stored chapter's to tell a GPU verdict of the
+    chapter as it is from one of an earlier version of its code."""
+    digest = hashlib.sha256()
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code":
+            source = notebooks.cell_source(cell)
+            if source != PEAK_MEMORY_CELL:
+                digest.update(source.encode("utf-8") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+#: What each chapter entry says of the run that produced it (records may hold entries of several runs).
+RUN_KEYS = ("device", "torch", "date", "commit", "jobs")
+
+
+def chapter_entry(nb, info: dict, run: dict) -> dict:
+    """One chapter's entry of a record: status, seconds, peak memory, the run it came from, the digest of its code,
+    its glued values and claims."""
+    out = dict(info, run={k: run[k] for k in RUN_KEYS if k in run}, source=source_digest(nb))
+    out.update(collect(nb))
+    return out
+
+
+def merge(old: dict | None, new: dict) -> dict:
+    """``new`` with the chapters it did not run kept from ``old``, each with the run it came from.
+
+    A GPU session may run only some chapters (a time limit, one chapter changed): the record keeps the latest
+    entry of every chapter, and each entry names its run (``run``: device, PyTorch, date, commit, jobs).
+    """
+    merged = {"environment": dict(new["environment"]), "chapters": dict(new["chapters"])}
+    old_run = {k: v for k, v in (old or {}).get("environment", {}).items() if k in RUN_KEYS}
+    for chapter, kept in (old or {}).get("chapters", {}).items():
+        if chapter not in merged["chapters"]:
+            merged["chapters"][chapter] = dict(kept, run=kept.get("run") or old_run)
+    merged["chapters"] = dict(sorted(merged["chapters"].items()))
+    earlier = sorted(c for c in merged["chapters"] if c not in new["chapters"])
+    if earlier:
+        merged["environment"]["kept"] = (f"chapters {', '.join(c[:2] for c in earlier)} did not run this time: "
+                                         "their entries come from earlier runs (each entry's 'run' names it)")
+    return merged
 
 
 def _tolerance(spec: str | None):
@@ -156,7 +201,8 @@ def execute(path: Path, limit_s: float, env: dict | None = None) -> tuple[dict, 
     # the limit is on the whole chapter: each cell may use what the cells before it left of it
     client = NotebookClient(nb, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
                             timeout_func=lambda cell: max(1, math.ceil(limit_s - (time.perf_counter() - start))),
-                            on_cell_start=started)
+                            on_cell_start=started,
+                            startup_timeout=300)  # thirteen kernels starting at once on one machine take a while
     status = "ok"
     try:
         client.execute()
@@ -167,6 +213,8 @@ def execute(path: Path, limit_s: float, env: dict | None = None) -> tuple[dict, 
         status = f"error in cell {running['cell']}: {last_line[:200]}"
     except DeadKernelError as err:
         status = f"kernel died: {err}"
+    except RuntimeError as err:             # e.g. "Kernel didn't respond in 300 seconds": this chapter, not the run
+        status = f"kernel failed: {str(err)[:200]}"
     seconds = time.perf_counter() - start
     if status == "ok" and seconds > limit_s:
         status = f"over the limit of {limit_s:.0f} s"
@@ -209,11 +257,14 @@ def load_reference(path: Path = REFERENCE) -> dict | None:
 
 
 def claim_verdicts(record: dict | None) -> dict[str, dict]:
-    """``{claim id: {"verdict", "text", "chapter"}}`` of a GPU record (empty without one)."""
+    """``{claim id: {"verdict", "text", "chapter", "status", "run", "source"}}`` of a GPU record (empty without
+    one); ``run`` names the run the chapter's entry came from, ``source`` the digest of its code then."""
     out = {}
+    env = {k: v for k, v in (record or {}).get("environment", {}).items() if k in RUN_KEYS}
     for chapter, entry in (record or {}).get("chapters", {}).items():
         for claim_id, claim in entry.get("claims", {}).items():
-            out[claim_id] = dict(claim, chapter=chapter, status=entry.get("status"))
+            out[claim_id] = dict(claim, chapter=chapter, status=entry.get("status"), run=entry.get("run") or env,
+                                 source=entry.get("source"))
     return out
 
 
@@ -233,7 +284,8 @@ _USAGE = """Run the GPU tests and every chapter's GPU settings on a CUDA machine
    bounds, and timings measured inside the chapters are not those of a quiet GPU.
 3. The glued values and claims of the run are compared with the record in the repository,
    gpu-runs/reference.json: verdicts and text exactly, numbers within each chapter's declared tolerances.
-   --update (or no record yet) writes the run as the record; commit it.
+   --update (or no record yet) writes the run into the record (chapters not run keep their earlier entries, each
+   naming its run); commit it.
 
 Without CUDA it stops at once. --import-dir builds a record from chapters executed elsewhere (no CUDA needed).
 Exit status 1 when a test fails, a chapter fails or runs out of time, or the run differs from the record.
@@ -255,13 +307,15 @@ def parse_meta(items: list[str]) -> dict:
 def import_dir(folder: Path, summary: Path | None, meta: dict) -> dict:
     """A record from chapters executed elsewhere (e.g. the H200 run of 2026-11-25), with their stated statuses."""
     statuses = json.loads(summary.read_text(encoding="utf-8")) if summary else {}
+    if "jobs" in meta:
+        meta = dict(meta, jobs=int(meta["jobs"]))
     record = {"environment": meta, "chapters": {}}
     for path in sorted(folder.glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
         info = statuses.get(path.stem, {})
-        entry = {"status": info.get("status", "ok"), "seconds": info.get("seconds"), "peak_gib": info.get("peak_gib")}
-        entry.update(collect(nb))
-        record["chapters"][path.stem] = entry
+        record["chapters"][path.stem] = chapter_entry(
+            nb, {"status": info.get("status", "ok"), "seconds": info.get("seconds"), "peak_gib": info.get("peak_gib")},
+            meta)
     return record
 
 
@@ -278,10 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--import-dir", type=Path, help="build a record from executed chapters in this folder")
     parser.add_argument("--summary", type=Path, help="with --import-dir: JSON {chapter: {status, seconds}}")
     parser.add_argument("--meta", nargs="*", default=[], help="with --import-dir: key=value (device, torch, date…)")
+    parser.add_argument("--merge", action="store_true",
+                        help="with --import-dir: keep the record's entries of the chapters not in the folder")
     args = parser.parse_args(argv)
 
     if args.import_dir:
         record = import_dir(args.import_dir, args.summary, parse_meta(args.meta))
+        if args.merge:
+            record = merge(load_reference(args.reference), record)
         args.reference.parent.mkdir(parents=True, exist_ok=True)
         args.reference.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {notebooks.relative(args.reference)}: {len(record['chapters'])} chapters")
@@ -322,8 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'chapter':<32} {'status':<24} {'seconds':>8} {'peak GiB':>9}")
     for path, nb, info in run_chapters(chapters, args.limit, args.jobs):
         (out / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        info.update(collect(nb))
-        record["chapters"][path.stem] = info
+        record["chapters"][path.stem] = chapter_entry(nb, info, record["environment"])
+        # written after every chapter: a run stopped from outside still leaves what it finished
+        (out / "run.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         over = f"  OVER {CHAPTER_BUDGET_S:.0f} s" if info["seconds"] > CHAPTER_BUDGET_S else ""
         print(f"{path.stem:<32} {info['status'][:24]:<24} {info['seconds']:>8.1f} {info['peak_gib']:>9.2f}{over}",
               flush=True)
@@ -344,8 +403,11 @@ def main(argv: list[str] | None = None) -> int:
         failed |= bool(problems)
     if args.update or reference is None:
         args.reference.parent.mkdir(parents=True, exist_ok=True)
-        args.reference.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"wrote {notebooks.relative(args.reference)}")
+        merged = merge(reference, record)                 # chapters not run this time keep their earlier entries
+        args.reference.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {notebooks.relative(args.reference)}: {len(record['chapters'])} chapter(s) from this run"
+              + (f", {len(merged['chapters']) - len(record['chapters'])} kept from earlier runs"
+                 if len(merged["chapters"]) > len(record["chapters"]) else ""))
     return 1 if failed else 0
 
 

@@ -131,3 +131,53 @@ def test_jobs_must_be_positive():
     run = subprocess.run([sys.executable, "-m", "booktools.gpu_run", "--jobs", "0"], cwd=notebooks.ROOT,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "--jobs must be a positive number of chapters, got 0" in run.stderr
+
+
+def test_merge_keeps_the_chapters_a_run_did_not_reach_with_the_run_they_came_from():
+    old = _record(SAMPLE)
+    old["environment"] = {"device": "H200", "torch": "2.11", "date": "2026-11-26", "commit": "aaa", "note": "old"}
+    old["chapters"]["02_recurrence"] = dict(old["chapters"]["01_impact"])
+    new = {"environment": {"device": "H100", "torch": "2.13", "date": "2026-11-27", "commit": "bbb", "jobs": 1},
+           "chapters": {"01_impact": gpu_run.chapter_entry(SAMPLE, {"status": "ok", "seconds": 2.0, "peak_gib": 0.1},
+                                                           {"device": "H100", "date": "2026-11-27", "jobs": 1})}}
+    merged = gpu_run.merge(old, new)
+    assert merged["environment"]["date"] == "2026-11-27" and "02" in merged["environment"]["kept"]
+    assert merged["chapters"]["01_impact"]["run"] == {"device": "H100", "date": "2026-11-27", "jobs": 1}
+    assert merged["chapters"]["02_recurrence"]["run"] == {"device": "H200", "torch": "2.11", "date": "2026-11-26",
+                                                          "commit": "aaa"}
+    assert gpu_run.merge(None, new)["chapters"] == new["chapters"]
+    assert "kept" not in gpu_run.merge(None, new)["environment"]
+
+
+def test_the_source_digest_follows_the_code_not_outputs_or_prose():
+    base = gpu_run.source_digest(SAMPLE)
+    prose = copy.deepcopy(SAMPLE)
+    prose["cells"].append({"cell_type": "markdown", "source": "new prose"})
+    prose["cells"][0]["outputs"] = []
+    assert gpu_run.source_digest(prose) == base
+    code = copy.deepcopy(SAMPLE)
+    code["cells"][0]["source"] += "\ny = 2"
+    assert gpu_run.source_digest(code) != base
+    measured = copy.deepcopy(SAMPLE)
+    measured["cells"].append(_code(gpu_run.PEAK_MEMORY_CELL, []))
+    assert gpu_run.source_digest(measured) == base
+
+
+def test_the_ledger_marks_gpu_verdicts_of_earlier_code_and_changed_claims():
+    from booktools import build_ledger
+
+    record = _record(SAMPLE)
+    record["chapters"]["01_impact"].update(source=gpu_run.source_digest(SAMPLE), run={"date": "2026-11-26"})
+    gpu = gpu_run.claim_verdicts(record)
+    claim = {"id": "01_x", "stored": ["'a claim'"]}                 # a stored text/plain value, as repr() wrote it
+    assert build_ledger.pasted(claim["stored"][0]) == "a claim"
+    assert build_ledger.gpu_verdict(claim, gpu, gpu_run.source_digest(SAMPLE)) == "confirmed"
+    assert build_ledger.gpu_verdict(claim, gpu, "another digest") == "confirmed (earlier code, 2026-11-26)"
+    assert build_ledger.gpu_verdict(dict(claim, stored=["'another claim'"]), gpu) == "— (claim changed since)"
+    assert build_ledger.gpu_verdict(dict(claim, id="01_y"), gpu) == "—"
+
+
+def test_the_stored_record_names_the_run_and_code_of_every_chapter():
+    record = gpu_run.load_reference()
+    for chapter, entry in record["chapters"].items():
+        assert entry.get("source") and entry.get("run", {}).get("date") and entry["run"].get("commit"), chapter
