@@ -193,7 +193,7 @@ def init_weights(module: nn.Module, scheme: str = "normal") -> nn.Module:
       d = 32 a token's embedding has norm 0.02·√32 ≈ 0.11, and activations start very small.
     - ``"xavier"``: Glorot-uniform, U(−a, a) with a = √(6 / (fan_in + fan_out)), as the original Transformer's
       reference code and the Annotated Transformer; its scale follows the width. Which of the two trains a
-      small model faster depends on the model and the recipe (chapters 8 and 10 measure it).
+      small model faster depends on the model and the recipe (chapter 8 shows a case where the choice matters).
 
     Args:
         module: the model (or any module) to initialise.
