@@ -133,11 +133,10 @@ def gpu_runs_line(record: dict, chapters: list[dict]) -> str:
         entry = record.get("chapters", {}).get(chapter["path"].stem)
         if entry is None:
             continue
-        run = entry.get("run") or env
+        run = gpu_run.run_of(record, entry)
         key = (run.get("device", "?"), run.get("torch", "?"), run.get("date", "?"), run.get("commit", "?"),
                run.get("jobs"))
-        runs.setdefault(key, []).append(f"{chapter['number']:02d}" if chapter.get("number") is not None
-                                        else chapter["path"].stem)
+        runs.setdefault(key, []).append(f"{chapter['number']:02d}")
     parts = []
     for (device, torch_version, date, commit, jobs), numbers in sorted(runs.items(), key=lambda kv: kv[0][2],
                                                                       reverse=True):

@@ -68,6 +68,11 @@ def collect(nb) -> dict:
     return {"glued": glued, "claims": claims}
 
 
+def write_json(path: Path, data) -> None:
+    """Write a record or an executed notebook as the repository stores JSON (indent 1, UTF-8, final newline)."""
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def source_digest(nb) -> str:
     """A digest of a chapter's code: the sources of its code cells, in order (markdown, outputs and the cell that
     measures peak memory ignored). The ledger compares it with the stored chapter's to tell a GPU verdict of the
@@ -93,6 +98,13 @@ def chapter_entry(nb, info: dict, run: dict) -> dict:
     return out
 
 
+def run_of(record: dict | None, entry: dict) -> dict:
+    """The run a chapter's entry came from: its own ``run``, or (records written before entries named one) the
+    record's environment."""
+    env = (record or {}).get("environment", {})
+    return entry.get("run") or {k: env[k] for k in RUN_KEYS if k in env}
+
+
 def merge(old: dict | None, new: dict) -> dict:
     """``new`` with the chapters it did not run kept from ``old``, each with the run it came from.
 
@@ -100,10 +112,9 @@ def merge(old: dict | None, new: dict) -> dict:
     entry of every chapter, and each entry names its run (``run``: device, PyTorch, date, commit, jobs).
     """
     merged = {"environment": dict(new["environment"]), "chapters": dict(new["chapters"])}
-    old_run = {k: v for k, v in (old or {}).get("environment", {}).items() if k in RUN_KEYS}
     for chapter, kept in (old or {}).get("chapters", {}).items():
         if chapter not in merged["chapters"]:
-            merged["chapters"][chapter] = dict(kept, run=kept.get("run") or old_run)
+            merged["chapters"][chapter] = dict(kept, run=run_of(old, kept))
     merged["chapters"] = dict(sorted(merged["chapters"].items()))
     earlier = sorted(c for c in merged["chapters"] if c not in new["chapters"])
     if earlier:
@@ -260,10 +271,9 @@ def claim_verdicts(record: dict | None) -> dict[str, dict]:
     """``{claim id: {"verdict", "text", "chapter", "status", "run", "source"}}`` of a GPU record (empty without
     one); ``run`` names the run the chapter's entry came from, ``source`` the digest of its code then."""
     out = {}
-    env = {k: v for k, v in (record or {}).get("environment", {}).items() if k in RUN_KEYS}
     for chapter, entry in (record or {}).get("chapters", {}).items():
         for claim_id, claim in entry.get("claims", {}).items():
-            out[claim_id] = dict(claim, chapter=chapter, status=entry.get("status"), run=entry.get("run") or env,
+            out[claim_id] = dict(claim, chapter=chapter, status=entry.get("status"), run=run_of(record, entry),
                                  source=entry.get("source"))
     return out
 
@@ -341,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.merge:
             record = merge(load_reference(args.reference), record)
         args.reference.parent.mkdir(parents=True, exist_ok=True)
-        args.reference.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(args.reference, record)
         print(f"wrote {notebooks.relative(args.reference)}: {len(record['chapters'])} chapters")
         return 0
 
@@ -379,10 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"{'chapter':<32} {'status':<24} {'seconds':>8} {'peak GiB':>9}")
     for path, nb, info in run_chapters(chapters, args.limit, args.jobs):
-        (out / path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(out / path.name, nb)
         record["chapters"][path.stem] = chapter_entry(nb, info, record["environment"])
         # written after every chapter: a run stopped from outside still leaves what it finished
-        (out / "run.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(out / "run.json", record)
         over = f"  OVER {CHAPTER_BUDGET_S:.0f} s" if info["seconds"] > CHAPTER_BUDGET_S else ""
         print(f"{path.stem:<32} {info['status'][:24]:<24} {info['seconds']:>8.1f} {info['peak_gib']:>9.2f}{over}",
               flush=True)
@@ -391,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(c["seconds"] for c in record["chapters"].values())
     print(f"total {total:.0f} s on {record['environment']['device']}"
           + (f" ({args.jobs} chapters at a time)" if args.jobs > 1 else ""))
-    (out / "run.json").write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(out / "run.json", record)
 
     reference = load_reference(args.reference)
     if reference is not None:
@@ -404,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.update or reference is None:
         args.reference.parent.mkdir(parents=True, exist_ok=True)
         merged = merge(reference, record)                 # chapters not run this time keep their earlier entries
-        args.reference.write_text(json.dumps(merged, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        write_json(args.reference, merged)
         print(f"wrote {notebooks.relative(args.reference)}: {len(record['chapters'])} chapter(s) from this run"
               + (f", {len(merged['chapters']) - len(record['chapters'])} kept from earlier runs"
                  if len(merged["chapters"]) > len(record["chapters"]) else ""))
