@@ -125,10 +125,28 @@ def gpu_verdict(claim: dict, gpu: dict, source: str | None = None) -> str:
     return verdict
 
 
-def gpu_runs_line(record: dict, chapters: list[dict]) -> str:
-    """The sentence under the summary that names the GPU run(s) the column comes from."""
+def library_since(then: dict[str, str], now: dict[str, str]) -> str:
+    """What has changed in the library's code since a run (empty: nothing): the files whose code changed, by name,
+    then the files added and removed, by name where there are at most three, else counted."""
+    changes = gpu_run.library_changes(then, now)
+    parts = [f"library code changed since: {', '.join(changes['changed'])}"] if changes["changed"] else []
+    for kind in ("new", "removed"):
+        files = changes[kind]
+        if files:
+            done = "added" if kind == "new" else "removed"
+            parts.append(f"library files {done} since: {', '.join(files)}" if len(files) <= 3 else
+                         f"{len(files)} library files {done} since")
+    return "; ".join(parts)
+
+
+def gpu_runs_line(record: dict, chapters: list[dict], library: dict[str, str] | None = None) -> str:
+    """The sentence under the summary that names the GPU run(s) the column comes from, and for each run the
+    library files whose code has changed since it (``library``: :func:`gpu_run.library_digest` now, by default the
+    working tree's; a run recorded without one names none)."""
     env = record.get("environment", {})
+    library = gpu_run.library_digest() if library is None else library
     runs: dict[tuple, list[str]] = {}
+    libraries: dict[tuple, dict] = {}
     for chapter in chapters:
         entry = record.get("chapters", {}).get(chapter["path"].stem)
         if entry is None:
@@ -137,16 +155,23 @@ def gpu_runs_line(record: dict, chapters: list[dict]) -> str:
         key = (run.get("device", "?"), run.get("torch", "?"), run.get("date", "?"), run.get("commit", "?"),
                run.get("jobs"))
         runs.setdefault(key, []).append(f"{chapter['number']:02d}")
+        libraries.setdefault(key, run.get("library"))
     parts = []
-    for (device, torch_version, date, commit, jobs), numbers in sorted(runs.items(), key=lambda kv: kv[0][2],
-                                                                      reverse=True):
+    for key, numbers in sorted(runs.items(), key=lambda kv: kv[0][2], reverse=True):
+        device, torch_version, date, commit, jobs = key
         shared = f", {jobs} chapters at a time" if jobs and int(jobs) > 1 else ""
+        since = library_since(libraries[key], library) if libraries[key] else ""
+        since = f" ({since})" if since else ""
         parts.append(f"chapters {', '.join(numbers)} from a run on one {device}, PyTorch {torch_version}, {date}, "
-                     f"commit {commit}{shared}")
+                     f"commit {commit}{shared}{since}")
     note = f" ({env['note']})" if env.get("note") else ""
-    return (f"GPU column: the chapters with their GPU settings; " + "; ".join(parts) + f"{note}. A dash marks a "
+    library_note = (" The library changes named after a run (files of `transformer_lib` whose code differs from "
+                    "that run's, or that were added or removed since) may move any of its results."
+                    if any(" since" in p for p in parts) else "")
+    return ("GPU column: the chapters with their GPU settings; " + "; ".join(parts) + f"{note}. A dash marks a "
             "claim no GPU run reached, or one whose wording has changed since; *earlier code* marks a verdict "
-            "from a run of an earlier version of the chapter's code, which may not be what the chapter does now.\n")
+            "from a run of an earlier version of the chapter's code, which may not be what the chapter does now."
+            f"{library_note}\n")
 
 
 def render(chapters: list[dict] | None = None) -> str:

@@ -9,15 +9,24 @@ branch. This module runs it and keeps a record in the repository:
 - :func:`compare` compares two records: verdicts and text exactly, numbers within the declared tolerances;
 - :func:`execute` runs one chapter in a fresh kernel under a wall-clock limit and measures its seconds and the
   peak GPU memory;
-- :func:`main` (``python -m booktools.gpu_run``, ``make test-gpu``) strings them together and writes ``gpu-runs/reference.json``: the
-  device, PyTorch and CUDA versions, the date and commit, and per chapter its status, seconds, peak memory, glued
-  values and claims. The ledger page shows each claim's GPU verdict from that file beside the CPU one.
+- :func:`main` (``python -m booktools.gpu_run``, ``make test-gpu``) strings them together and writes
+  ``gpu-runs/reference.json``: the device, PyTorch and CUDA versions, the date and commit, and per chapter its
+  status, seconds, peak memory, glued values and claims. The ledger page shows each claim's GPU verdict from that
+  file beside the CPU one.
+
+Each chapter's entry names the run it came from (device, PyTorch, date, commit, jobs, and a digest of each file of
+``transformer_lib`` then: :func:`library_digest`) and a digest of the chapter's code (:func:`source_digest`). Both
+digests read the code as Python parses it, so a comment, a blank line or a reformatting changes neither; the
+ledger marks a GPU verdict whose chapter code has changed since its run, and names the library files whose code
+has changed since each run.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
+import io
 import json
 import math
 import platform
@@ -25,6 +34,7 @@ import re
 import subprocess
 import sys
 import time
+import tokenize
 from pathlib import Path
 
 from booktools import notebooks
@@ -73,21 +83,112 @@ def write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def _canonical(node) -> str:
+    """An abstract syntax tree as text, the same on every Python the book runs on: each node's name and its fields
+    that are not empty (no line numbers; ``ast.dump`` would differ between versions, e.g. Python 3.12 added an
+    empty ``type_params`` to every ``def``, and 3.12.1 an empty string to some f-strings' format specs)."""
+    if isinstance(node, ast.JoinedStr):            # an f-string: its empty literal parts do nothing
+        node = ast.JoinedStr(values=[v for v in node.values if not (isinstance(v, ast.Constant) and v.value == "")])
+    if isinstance(node, ast.AST):
+        fields = ", ".join(f"{name}={_canonical(value)}" for name, value in ast.iter_fields(node)
+                           if value is not None and not (isinstance(value, list) and not value))
+        return f"{type(node).__name__}({fields})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_canonical(item) for item in node) + "]"
+    return repr(node)
+
+
+def _without_comments(source: str) -> str:
+    """``source`` without its comments, blank lines and trailing spaces (Python's tokenizer finds the comments); the
+    source as it is where it does not tokenize."""
+    lines = io.StringIO(source).readlines()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    for token in tokens:
+        if token.type == tokenize.COMMENT:
+            row, col = token.start
+            lines[row - 1] = lines[row - 1][:col]
+    return "\n".join(line.rstrip() for line in lines if line.strip())
+
+
+def _drop_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` without the docstrings of its module, classes and functions (changed in place)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                node.body = node.body[1:]
+    return tree
+
+
+def code_text(source: str, docstrings: bool = True) -> str:
+    """What a piece of code does, as text for a digest: its syntax tree (:func:`_canonical`), so comments, blank
+    lines and formatting do not count and every name, number and string does; the docstrings too unless
+    ``docstrings`` is False. A cell that is not Python (IPython's ``%magic`` or ``!shell`` lines) counts as its
+    source without comments and blank lines."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return _without_comments(source)
+    return _canonical(tree if docstrings else _drop_docstrings(tree))
+
+
 def source_digest(nb) -> str:
-    """A digest of a chapter's code: the sources of its code cells, in order (markdown, outputs and the cell that
-    measures peak memory ignored). The ledger compares it with the stored chapter's to tell a GPU verdict of the
+    """A digest of a chapter's code: its code cells in order, each as :func:`code_text` reads it (strings and
+    docstrings count, since a chapter glues text; comments, blank lines, markdown, outputs and the cell that
+    measures peak memory do not). The ledger compares it with the stored chapter's to tell a GPU verdict of the
     chapter as it is from one of an earlier version of its code."""
     digest = hashlib.sha256()
     for cell in nb["cells"]:
         if cell.get("cell_type") == "code":
             source = notebooks.cell_source(cell)
             if source != PEAK_MEMORY_CELL:
-                digest.update(source.encode("utf-8") + b"\0")
+                digest.update(code_text(source).encode("utf-8") + b"\0")
     return digest.hexdigest()[:16]
 
 
+LIBRARY = "transformer_lib"
+
+
+def library_sources(commit: str | None = None) -> dict[str, str]:
+    """The library's Python files, ``{path relative to the repository: source}``: those of the working tree, or with
+    ``commit`` those of that commit (read with git)."""
+    if commit is None:
+        return {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8")
+                for path in sorted((ROOT / LIBRARY).rglob("*.py"))}
+
+    def git(*args) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+    names = git("ls-tree", "-r", "--name-only", commit, "--", LIBRARY).splitlines()
+    return {name: git("show", f"{commit}:{name}") for name in sorted(names) if name.endswith(".py")}
+
+
+def library_digest(sources: dict[str, str] | None = None) -> dict[str, str]:
+    """``{path: digest}`` of each library file's code (default: the working tree's), its docstrings and comments
+    ignored: a run's entries record it, and the ledger names the files whose code has changed since."""
+    sources = library_sources() if sources is None else sources
+    return {path: hashlib.sha256(code_text(source, docstrings=False).encode("utf-8")).hexdigest()[:16]
+            for path, source in sorted(sources.items())}
+
+
+def library_changes(then: dict[str, str], now: dict[str, str]) -> dict[str, list[str]]:
+    """How the library's code differs between two digests of :func:`library_digest`: ``{"changed": files in both
+    whose code differs, "new": files only ``now`` has, "removed": files only ``then`` has}``, each file named within
+    the library (``presets.py``, ``training/loop.py``) and sorted."""
+    def name(path: str) -> str:
+        return path[len(LIBRARY) + 1:] if path.startswith(LIBRARY + "/") else path
+
+    return {"changed": sorted(name(p) for p in set(then) & set(now) if then[p] != now[p]),
+            "new": sorted(name(p) for p in set(now) - set(then)),
+            "removed": sorted(name(p) for p in set(then) - set(now))}
+
+
 #: What each chapter entry says of the run that produced it (records may hold entries of several runs).
-RUN_KEYS = ("device", "torch", "date", "commit", "jobs")
+RUN_KEYS = ("device", "torch", "date", "commit", "jobs", "library")
 
 
 def chapter_entry(nb, info: dict, run: dict) -> dict:
@@ -109,7 +210,7 @@ def merge(old: dict | None, new: dict) -> dict:
     """``new`` with the chapters it did not run kept from ``old``, each with the run it came from.
 
     A GPU session may run only some chapters (a time limit, one chapter changed): the record keeps the latest
-    entry of every chapter, and each entry names its run (``run``: device, PyTorch, date, commit, jobs).
+    entry of every chapter, and each entry names its run (``run``: device, PyTorch, date, commit, jobs, library).
     """
     merged = {"environment": dict(new["environment"]), "chapters": dict(new["chapters"])}
     for chapter, kept in (old or {}).get("chapters", {}).items():
@@ -163,14 +264,15 @@ def compare(reference: dict, new: dict) -> list[str]:
 
 
 def environment() -> dict:
-    """Device, library versions, date and commit of this run."""
+    """Device, library versions, date and commit of this run, and the digest of the book's library as it runs
+    (the working tree's, which may differ from the commit's)."""
     import torch
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or "unknown"
     return {"device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
             "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d"), "commit": commit}
+            "date": time.strftime("%Y-%m-%d"), "commit": commit, "library": library_digest()}
 
 
 PEAK_MEMORY_CELL = """\
@@ -319,6 +421,11 @@ def import_dir(folder: Path, summary: Path | None, meta: dict) -> dict:
     statuses = json.loads(summary.read_text(encoding="utf-8")) if summary else {}
     if "jobs" in meta:
         meta = dict(meta, jobs=int(meta["jobs"]))
+    if "commit" in meta and "library" not in meta:           # the library as committed then, where git knows it
+        try:
+            meta = dict(meta, library=library_digest(library_sources(meta["commit"])))
+        except subprocess.CalledProcessError:
+            pass
     record = {"environment": meta, "chapters": {}}
     for path in sorted(folder.glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))

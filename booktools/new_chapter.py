@@ -37,7 +37,7 @@ from transformer_lib.notebook import glue, pick_settings  # works in Colab too (
 GPU = torch.cuda.is_available()
 CPU_SETTINGS = dict(d_model=64, n_layers=2, steps=300, batch_size=32)
 GPU_SETTINGS = dict(d_model=256, n_layers=4, steps=3_000, batch_size=128)
-SETTINGS = pick_settings(CPU_SETTINGS, GPU_SETTINGS)  # BOOK_SETTINGS=gpu / BOOK_MAX_STEPS=N: see tl.notebook
+SETTINGS = pick_settings(CPU_SETTINGS, GPU_SETTINGS)  # GPU_SETTINGS when CUDA is present; BOOK_SETTINGS=cpu or gpu chooses
 DEVICE = torch.device("cuda" if GPU else "cpu")
 SEED = 0
 torch.manual_seed(SEED)

@@ -301,6 +301,38 @@ def test_prose_has_no_unresolved_placeholders(path):
         assert marker not in text, f"{notebooks.relative(path)}: markdown contains {marker!r}"
 
 
+CAPPED_RUN_MACHINERY = re.compile(r"BOOK_MAX_STEPS|BOOK_SMOKE|\bsmoke\b", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=chapter_id)
+def test_cells_show_no_capped_run_machinery(path):
+    """The capped CI run of the GPU branch is test machinery: its sizes live in tests/smoke_settings.py, not in
+    the cells a reader reads (BOOK_SETTINGS, which a reader may set, is fine)."""
+    nb = load(path)
+    for number, (_, cell) in enumerate(notebooks.code_cells(nb)):
+        if "remove-cell" in cell.metadata.get("tags", []):
+            continue
+        found = CAPPED_RUN_MACHINERY.search(notebooks.cell_source(cell))
+        assert not found, (f"{where(path, number, cell)} mentions {found[0]!r}: the capped run's settings belong "
+                           "in tests/smoke_settings.py")
+
+
+def test_smoke_settings_name_chapters_and_their_settings():
+    """Every entry of tests/smoke_settings.py is a chapter of the book and names only settings that chapter has
+    (test-colab would fail on an unknown key too, but only after minutes)."""
+    from smoke_settings import SMOKE
+
+    stems = {p.stem: p for p in CHAPTERS}
+    for stem, overrides in SMOKE.items():
+        assert stem in stems, f"tests/smoke_settings.py names {stem!r}, which is not a chapter of _toc.yml"
+        source = notebooks.cell_source(notebooks.code_cells(load(stems[stem]))[1][1])
+        if "tl.presets." in source:  # settings kept in the library (chapter 11's, shared with a benchmark)
+            source += (ROOT / "transformer_lib" / "presets.py").read_text(encoding="utf-8")
+        for key in overrides:
+            assert re.search(rf"\b{key}=|\"{key}\":", source), (
+                f"tests/smoke_settings.py: {key!r} is not a setting of {stem} (its settings cell has no {key}=)")
+
+
 # --------------------------------------------------------------------------- API reference
 def test_api_reference_walks_the_library():
     """api.md lists no module by hand: its `package-modules` table (booktools/api_modules.py) walks transformer_lib, and

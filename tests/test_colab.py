@@ -12,7 +12,8 @@ nbval, jupytext, pytest) nor transformer_lib. Then, for each notebook:
 - the Colab set-up cell really pip-installs the library: ``TRANSFORMER_BOOK_SPEC=file://<copy>``
   replaces ``git+<repository url>``, where <copy> is a copy of this checkout's files (what a clone
   would hold, uncommitted changes included; building in the checkout itself would leave build/ there);
-- ``BOOK_SETTINGS=gpu BOOK_MAX_STEPS=3``: every chapter takes its GPU branch, capped at 3 steps;
+- ``BOOK_SETTINGS=gpu BOOK_MAX_STEPS=3``: every chapter takes its GPU branch, capped at 3 steps, with the
+  smaller sizes tests/smoke_settings.py declares for it (``BOOK_SMOKE``, set per notebook);
 - the working directory is an empty folder, as Colab's /content.
 
 transformer_lib is uninstalled from .venv-colab before the first notebook, so the set-up cell must
@@ -36,6 +37,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 from booktools import colab, notebooks  # noqa: E402
+from smoke_settings import SMOKE  # noqa: E402  (pytest puts this folder on sys.path)
 
 pytestmark = pytest.mark.slow
 
@@ -58,9 +60,10 @@ STARTUP = """\
 import google.colab  # noqa: F401
 """
 PROBE = """\
-import sys, transformer_lib
+import json, os, sys, transformer_lib
 from transformer_lib.notebook import use_gpu_settings
 print("PROBE", "google.colab" in sys.modules, use_gpu_settings(), transformer_lib.__file__)
+print("SMOKE", json.dumps(json.loads(os.environ.get("BOOK_SMOKE", "{}"))))
 """
 
 
@@ -159,6 +162,8 @@ def test_notebook_runs_in_simulated_colab(path, simulated_colab, monkeypatch, tm
     for name in ("PYTHONPATH", "PYTHONHOME", "MPLBACKEND", notebooks.SPEC_VARIABLE):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("JUPYTER_PATH", str(simulated_colab["jupyter_path"]))
+    smoke = json.dumps(SMOKE.get(path.stem, {}))   # the kernel inherits this process's environment
+    monkeypatch.setenv("BOOK_SMOKE", smoke)
     content = tmp_path / "content"  # Colab's working directory: nothing of the repository in it
     content.mkdir()
 
@@ -175,7 +180,8 @@ def test_notebook_runs_in_simulated_colab(path, simulated_colab, monkeypatch, tm
                 client.execute_cell(cell, index)
             except (CellExecutionError, CellTimeoutError) as exc:
                 failure = (f"{where(path, index, cell)} failed in the simulated Colab "
-                           f"({', '.join(f'{k}={v}' for k, v in SETTINGS.items())}):\n{error_text(exc)}")
+                           f"({', '.join(f'{k}={v}' for k, v in SETTINGS.items())}, BOOK_SMOKE={smoke}):\n"
+                           f"{error_text(exc)}")
                 break
     if failure:
         pytest.fail(failure, pytrace=False)
@@ -186,6 +192,9 @@ def test_notebook_runs_in_simulated_colab(path, simulated_colab, monkeypatch, tm
     assert match, f"{notebooks.relative(path)}: the probe cell printed {probe!r}"
     assert match[1] == "True", "google.colab was not imported in the kernel: the simulation is broken"
     assert match[2] == "True", "BOOK_SETTINGS=gpu did not reach the kernel: the GPU branch did not run"
+    reached = re.search(r"SMOKE (.*)", probe)
+    assert reached and json.loads(reached[1]) == json.loads(smoke), (
+        f"{notebooks.relative(path)}: BOOK_SMOKE={smoke} did not reach the kernel (it saw {probe!r})")
     installed = Path(match[3]).resolve()
     assert COLAB_VENV.resolve() in installed.parents, (
         f"{notebooks.relative(path)}: transformer_lib was imported from {installed}, not from the "

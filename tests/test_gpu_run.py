@@ -163,6 +163,81 @@ def test_the_source_digest_follows_the_code_not_outputs_or_prose():
     assert gpu_run.source_digest(measured) == base
 
 
+def _with_source(source):
+    nb = copy.deepcopy(SAMPLE)
+    nb["cells"][1]["source"] = source
+    return gpu_run.source_digest(nb)
+
+
+def test_the_source_digest_ignores_comments_blank_lines_and_formatting_not_code_or_strings():
+    """What a kernel runs counts: a comment, a blank line or a line break inside brackets does not; a number, a name
+    or a string (strings can be glued text) does."""
+    cell = 'SETTINGS = dict(steps=500)  # 500 steps\nglue_text("c01_x", f"{SETTINGS[\'steps\']} steps")\n'
+    base = _with_source(cell)
+    assert _with_source("# The settings: a new comment\n" + cell.replace("# 500 steps", "# fits 3 minutes")) == base
+    assert _with_source(cell.replace("\n", "\n\n\n")) == base                                     # blank lines
+    assert _with_source(cell.replace("dict(steps=500)", "dict(\n    steps=500,\n)")) == base      # formatting
+    assert _with_source(cell.replace("500)", "400)")) != base                                     # code
+    assert _with_source(cell.replace("} steps", "} training steps")) != base                      # a string
+    assert _with_source('"""A docstring."""\n' + cell) != base                                    # a docstring
+
+
+def test_the_source_digest_reads_cells_with_ipython_magics_without_their_comments():
+    magic = "%matplotlib inline\n!pip install -q einops  # for the exercises\nx = 1\n"
+    base = _with_source(magic)
+    assert _with_source("# set-up\n" + magic.replace("  # for the exercises", "") + "\n\n") == base
+    assert _with_source(magic.replace("einops", "einops==0.8")) != base
+    assert _with_source(magic.replace("x = 1", "x = 2")) != base
+    untokenizable = "%%time\n'''an unterminated string\n"                    # counted as it is
+    assert _with_source(untokenizable) != _with_source(untokenizable.replace("an", "another"))
+
+
+def test_the_digests_are_the_same_on_every_python():
+    """Pinned: the GPU machine, the CI and a contributor may run different Pythons (3.11 to 3.13 checked), and a
+    digest that moved with the Python would mark every GPU verdict as of earlier code. ``ast.dump`` differs between
+    them (3.12 adds an empty ``type_params`` to every ``def``; 3.12.1 an empty string to some f-strings)."""
+    source = ('def f(width: int = 3) -> str:\n    """Doc."""\n    return f"{\'x\':<{width}}|"\n'
+              "class A:\n    y = [1, 2.0, None, b'z', ...]\n")
+    assert gpu_run.source_digest(_nb([_code(source, [])])) == "c160a9d8e7451dd3"
+    assert gpu_run.library_digest({"transformer_lib/m.py": source}) == {"transformer_lib/m.py": "999367c1c32e807a"}
+
+
+def test_the_library_digest_follows_code_not_docstrings_or_comments():
+    module = ('"""The module."""\n\ndef f(x):\n    """Twice x."""\n    return 2 * x  # doubled\n\n\n'
+              'class C:\n    """A class."""\n    n = 1\n')
+
+    def digest(source):
+        return gpu_run.library_digest({"transformer_lib/m.py": source})["transformer_lib/m.py"]
+
+    base = digest(module)
+    assert len(base) == 16
+    assert digest(module.replace("Twice x.", "Twice x, as chapter 8 shows.").replace("  # doubled", "")) == base
+    assert digest(module.replace('    """A class."""\n', "")) == base
+    assert digest(module.replace("2 * x", "3 * x")) != base
+    assert digest(module.replace("n = 1", "n = 2")) != base
+
+
+def test_the_library_digest_of_the_working_tree_and_its_changes():
+    now = gpu_run.library_digest()
+    assert "transformer_lib/presets.py" in now
+    assert all(p.startswith("transformer_lib/") and p.endswith(".py") for p in now)
+    assert gpu_run.environment()["library"] == now                                   # what a run records
+    assert gpu_run.library_changes(now, now) == {"changed": [], "new": [], "removed": []}
+    then = dict(now, **{"transformer_lib/presets.py": "0" * 16, "transformer_lib/old.py": "1" * 16})
+    del then["transformer_lib/training/loop.py"]
+    assert gpu_run.library_changes(then, now) == {"changed": ["presets.py"], "new": ["training/loop.py"],
+                                                  "removed": ["old.py"]}
+
+
+def test_a_chapter_entry_names_the_library_of_its_run():
+    run = {"device": "H100", "date": "2026-11-28", "commit": "ccc", "jobs": 1, "cuda": "13.0",
+           "library": {"transformer_lib/a.py": "0123456789abcdef"}}
+    entry = gpu_run.chapter_entry(SAMPLE, {"status": "ok", "seconds": 1.0, "peak_gib": 0.1}, run)
+    assert entry["run"] == {k: v for k, v in run.items() if k != "cuda"}
+    record = {"environment": run, "chapters": {"01_impact": dict(entry, run=None)}}      # an older entry: no run
+    assert gpu_run.run_of(record, record["chapters"]["01_impact"])["library"] == run["library"]
+
+
 def test_the_ledger_marks_gpu_verdicts_of_earlier_code_and_changed_claims():
     from booktools import build_ledger
 
@@ -181,3 +256,7 @@ def test_the_stored_record_names_the_run_and_code_of_every_chapter():
     record = gpu_run.load_reference()
     for chapter, entry in record["chapters"].items():
         assert entry.get("source") and entry.get("run", {}).get("date") and entry["run"].get("commit"), chapter
+        library = entry["run"].get("library")
+        assert library and "transformer_lib/__init__.py" in library, f"{chapter}: its run has no library digest"
+        assert all(p.startswith("transformer_lib/") and p.endswith(".py") and len(d) == 16
+                   for p, d in library.items()), chapter

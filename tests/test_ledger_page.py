@@ -104,3 +104,29 @@ def test_ledger_page_lists_errata_apart_from_claims():
     for chapter in build_ledger.collect():
         for erratum in chapter["errata"]:
             assert f"{{ref}}`erratum-{erratum['id'].replace('_', '-')}`" in page
+
+
+def test_gpu_runs_line_names_the_library_files_changed_since_each_run():
+    """Per run, not per verdict: a library change may move any result of the run, so the runs line names it."""
+    from booktools import gpu_run
+
+    now = {"transformer_lib/presets.py": "a" * 16, "transformer_lib/models.py": "b" * 16,
+           "transformer_lib/training/loop.py": "c" * 16}
+    old_run = {"device": "H200", "torch": "2.11", "date": "2026-11-26", "commit": "aaa", "jobs": 4,
+               "library": dict(now, **{"transformer_lib/presets.py": "0" * 16, "transformer_lib/gone.py": "1" * 16})}
+    new_run = {"device": "H100", "torch": "2.13", "date": "2026-11-28", "commit": "bbb", "jobs": 1, "library": now}
+    record = {"environment": new_run,
+              "chapters": {"01_impact": {"run": old_run}, "02_recurrence": {"run": new_run},
+                           "03_seq2seq_attention": {"run": dict(old_run, commit="a00", library=None)}}}
+    chapters = [{"path": Path(f"chapters/{stem}.ipynb"), "number": int(stem[:2])} for stem in record["chapters"]]
+    line = build_ledger.gpu_runs_line(record, chapters, library=now)
+    assert ("chapters 01 from a run on one H200, PyTorch 2.11, 2026-11-26, commit aaa, 4 chapters at a time "
+            "(library code changed since: presets.py; library files removed since: gone.py)") in line
+    assert "chapters 02 from a run on one H100, PyTorch 2.13, 2026-11-28, commit bbb;" in line    # nothing changed
+    assert "chapters 03 from a run on one H200, PyTorch 2.11, 2026-11-26, commit a00, 4 chapters at a time. " in line
+    assert "The library changes named after a run" in line
+    unchanged = {"environment": new_run, "chapters": {"02_recurrence": {"run": new_run}}}
+    assert "library" not in build_ledger.gpu_runs_line(unchanged, chapters[1:2], library=now)
+    many = dict(now, **{f"transformer_lib/new{i}.py": "2" * 16 for i in range(4)})
+    assert "4 library files added since" in build_ledger.gpu_runs_line(unchanged, chapters[1:2], library=many)
+    assert gpu_run.library_changes(now, many)["new"] == [f"new{i}.py" for i in range(4)]

@@ -11,6 +11,7 @@ GPU = dict(d_model=256, steps=3_000, train_steps=1_000, lengths=(1024, 16384))
 def _clean_env(monkeypatch):
     monkeypatch.delenv("BOOK_SETTINGS", raising=False)
     monkeypatch.delenv("BOOK_MAX_STEPS", raising=False)
+    monkeypatch.delenv("BOOK_SMOKE", raising=False)
 
 
 def test_cpu_settings_without_cuda_or_override():
@@ -23,14 +24,18 @@ def test_book_settings_gpu_takes_the_gpu_settings_and_the_cap_applies_to_steps_o
     monkeypatch.setenv("BOOK_SETTINGS", "gpu")
     assert notebook.pick_settings(CPU, GPU) == GPU
     monkeypatch.setenv("BOOK_MAX_STEPS", "3")
-    chosen = notebook.pick_settings(CPU, GPU, smoke=dict(lengths=(64,)))
-    assert chosen == dict(d_model=256, steps=3, train_steps=3, lengths=(64,))
+    monkeypatch.setenv("BOOK_SMOKE", '{"lengths": [64]}')
+    chosen = notebook.pick_settings(CPU, GPU)
+    assert chosen == dict(d_model=256, steps=3, train_steps=3, lengths=(64,))   # a JSON list replaces a tuple
     assert GPU["steps"] == 3_000  # the chapter's dict is not modified
 
 
 def test_smoke_overrides_apply_only_under_the_cap(monkeypatch):
     monkeypatch.setenv("BOOK_SETTINGS", "gpu")
-    assert notebook.pick_settings(CPU, GPU, smoke=dict(lengths=(64,)))["lengths"] == (1024, 16384)
+    monkeypatch.setenv("BOOK_SMOKE", '{"lengths": [64], "d_model": 16}')
+    assert notebook.pick_settings(CPU, GPU) == GPU
+    monkeypatch.setenv("BOOK_MAX_STEPS", "1000")
+    assert notebook.pick_settings(CPU, GPU) == dict(d_model=16, steps=1_000, train_steps=1_000, lengths=(64,))
 
 
 @pytest.mark.parametrize("var, value, message", [
@@ -44,11 +49,22 @@ def test_bad_environment_is_named(monkeypatch, var, value, message):
         notebook.pick_settings(CPU, GPU)
 
 
+@pytest.mark.parametrize("value, message", [
+    ("{seeds: 2}", r"BOOK_SMOKE must be a JSON object of settings, got '\{seeds: 2\}'"),
+    ("[1, 2]", "BOOK_SMOKE must be a JSON object of settings, got list"),
+    ('{"nope": 1}', r"BOOK_SMOKE must name settings among \['d_model', 'lengths', 'steps', 'train_steps'\], "
+                    r"got unknown \['nope'\]"),
+])
+def test_bad_smoke_settings_are_named_under_the_cap(monkeypatch, value, message):
+    monkeypatch.setenv("BOOK_MAX_STEPS", "3")
+    monkeypatch.setenv("BOOK_SMOKE", value)
+    with pytest.raises(ValueError, match=message):
+        notebook.pick_settings(CPU, GPU)
+
+
 def test_mismatched_keys_are_named():
     with pytest.raises(ValueError, match="only in GPU: \\['extra'\\]"):
         notebook.pick_settings(CPU, {**GPU, "extra": 1})
-    with pytest.raises(ValueError, match="unknown \\['nope'\\]"):
-        notebook.pick_settings(CPU, GPU, smoke=dict(nope=1))
 
 
 def test_glue_writes_what_myst_nb_writes(monkeypatch):

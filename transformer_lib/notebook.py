@@ -8,9 +8,11 @@ module works the same in all three without importing myst-nb.
   ``{glue:text}`name``` roles find it; in Colab it also prints ``name = value``, so that a reader
   sees their own run's figure below the cell (the Colab edition's prose shows the book's).
 - :func:`pick_settings` returns the CPU-sized settings, or the larger GPU settings on a GPU. The
-  environment variable ``BOOK_SETTINGS=gpu`` takes the GPU settings on any device and
-  ``BOOK_MAX_STEPS=N`` caps every setting named ``*steps``, so that CI runs the GPU branch of
-  every chapter on the CPU in seconds.
+  environment variable ``BOOK_SETTINGS=gpu`` takes the GPU settings on any device (``cpu`` the CPU
+  settings), ``BOOK_MAX_STEPS=N`` caps every setting named ``*steps`` and ``BOOK_SMOKE`` (a JSON
+  object) shrinks other sizes under that cap, so that CI runs the GPU branch of every chapter on the
+  CPU in seconds. The capped run's sizes live with the test that uses them (tests/smoke_settings.py),
+  not in the chapters' cells.
 - :func:`glue_text`, :func:`md_table`, :func:`sci` and :func:`listing` are the small formatting helpers every chapter used to
   define for itself: a value recorded for the prose only, a table of results, a number in scientific notation.
 """
@@ -85,35 +87,60 @@ def max_steps() -> int | None:
     return int(raw)
 
 
-def pick_settings(cpu: dict, gpu: dict, smoke: dict | None = None) -> dict:
+def smoke_overrides() -> dict:
+    """The settings that ``BOOK_SMOKE`` replaces in a capped run (an empty dict when unset).
+
+    ``BOOK_SMOKE`` holds a JSON object, e.g. ``{"seeds": 2, "lengths": [64, 128]}``; the test that runs every
+    chapter's GPU branch capped (tests/test_colab.py) sets it per chapter from tests/smoke_settings.py.
+
+    Raises:
+        ValueError: if ``BOOK_SMOKE`` is not a JSON object.
+    """
+    import json
+
+    raw = os.environ.get("BOOK_SMOKE", "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"BOOK_SMOKE must be a JSON object of settings, got {raw!r} ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"BOOK_SMOKE must be a JSON object of settings, got {type(value).__name__} {raw!r}")
+    return value
+
+
+def pick_settings(cpu: dict, gpu: dict) -> dict:
     """The settings a chapter runs with: ``gpu`` when :func:`use_gpu_settings`, else ``cpu``.
 
-    When ``BOOK_MAX_STEPS`` is set (CI's quick run of every chapter's GPU branch on a CPU), every integer
-    setting whose name ends in ``steps`` is capped by it, and the entries of ``smoke`` replace those of the
-    chosen settings: sizes other than steps that only a GPU handles in reasonable time (sequence lengths,
-    evaluation sets).
+    When ``BOOK_MAX_STEPS`` is set (CI's quick run of every chapter's GPU branch on a CPU), the entries of
+    ``BOOK_SMOKE`` (:func:`smoke_overrides`) replace those of the chosen settings -- sizes other than steps that
+    only a GPU handles in reasonable time: sequence lengths, evaluation sets -- and every integer setting whose
+    name ends in ``steps`` is capped. A JSON list replaces a tuple as a tuple. Without the cap ``BOOK_SMOKE`` is
+    ignored, so a reader's settings never change because of it.
 
     Args:
         cpu: the CPU-sized settings (the book's stored outputs come from them).
         gpu: the larger settings for a GPU; they must name the same keys as ``cpu``.
-        smoke: optional overrides for the capped run; keys must be among the settings' keys.
 
     Returns:
         dict: a copy of the chosen settings.
 
     Raises:
-        ValueError: if the two dicts do not have the same keys, or ``smoke`` names another key.
+        ValueError: if the two dicts do not have the same keys, or ``BOOK_SMOKE`` (under the cap) names another key.
     """
     if set(cpu) != set(gpu):
         raise ValueError(f"CPU and GPU settings must have the same keys; only in CPU: {sorted(set(cpu) - set(gpu))}, "
                          f"only in GPU: {sorted(set(gpu) - set(cpu))}")
-    unknown = sorted(set(smoke or {}) - set(cpu))
-    if unknown:
-        raise ValueError(f"smoke settings must be among the settings' keys {sorted(cpu)}, got unknown {unknown}")
     chosen = dict(gpu if use_gpu_settings() else cpu)
     cap = max_steps()
     if cap is not None:
-        chosen.update(smoke or {})
+        smoke = smoke_overrides()
+        unknown = sorted(set(smoke) - set(chosen))
+        if unknown:
+            raise ValueError(f"BOOK_SMOKE must name settings among {sorted(chosen)}, got unknown {unknown}")
+        for key, value in smoke.items():
+            chosen[key] = tuple(value) if isinstance(chosen[key], tuple) and isinstance(value, list) else value
         for key, value in chosen.items():
             if key.endswith("steps") and isinstance(value, int) and not isinstance(value, bool):
                 chosen[key] = min(value, cap)
