@@ -19,9 +19,10 @@ module works the same in all three without importing myst-nb.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import sys
-import math
 from typing import Any, Sequence
 
 #: Prefix of the MIME types of a glued value that is recorded but not displayed (myst-nb's convention).
@@ -96,8 +97,6 @@ def smoke_overrides() -> dict:
     Raises:
         ValueError: if ``BOOK_SMOKE`` is not a JSON object.
     """
-    import json
-
     raw = os.environ.get("BOOK_SMOKE", "").strip()
     if not raw:
         return {}
