@@ -13,7 +13,7 @@ otherwise, naming the unknown key).
 
 SMOKE: dict[str, dict] = {
     "02_recurrence": dict(distances=(2, 4, 8), timing_lengths=(16, 64, 256), timing_repeats=1),
-    "04_self_attention": dict(seeds=2),
+    "04_self_attention": dict(seeds=2, control_seeds=2),
     "06_minimal_architecture": dict(block_size=32),
     "08_training_tricks": dict(n_samples=20_000, n_queries=500, block_size=32, norm_width=64),
     "09_architectures": dict(seeds=2, valid_batches=1, batch_size=8, block_size=32),
