@@ -80,6 +80,32 @@ def test_encoder_final_state_is_last_real_token_of_plain_torch_rnn(cell):
         torch.testing.assert_close(final[i], ref[0, -1], atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("cell", CELLS)
+def test_bidirectional_encoder_reads_each_sentence_as_if_alone(cell):
+    """The packed path: the right-to-left half starts at each sentence's last real token, not in its padding."""
+    enc = RNNEncoder(V_SRC, 8, 12, cell=cell, n_layers=2, bidirectional=True).eval()
+    src, _ = batch()
+    states, final = enc(src)
+    for i, n in enumerate((7, 4, 2)):
+        alone, alone_final = enc(src[i:i + 1, :n])
+        torch.testing.assert_close(states[i:i + 1, :n], alone, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(final[i:i + 1], alone_final, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_encoder_states_ignore_what_the_padding_holds(bidirectional):
+    """Real tokens' states and the final state do not change when the padded positions hold other tokens (the
+    left-to-right encoder runs the padded batch unpacked)."""
+    enc = RNNEncoder(V_SRC, 8, 12, cell="lstm", bidirectional=bidirectional).eval()
+    src, _ = batch()
+    mask = src != 0
+    noisy = torch.where(mask, src, torch.randint(1, V_SRC, src.shape, generator=torch.Generator().manual_seed(0)))
+    states, final = enc(src, mask)
+    states_noisy, final_noisy = enc(noisy, mask)
+    torch.testing.assert_close(states_noisy, states, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(final_noisy, final, atol=1e-6, rtol=1e-5)
+
+
 def test_attention_equals_explicit_luong_equations():
     model = RNNSeq2Seq(small_cfg(cell="gru", attention="bilinear")).eval()
     src, tgt = batch()
@@ -308,8 +334,9 @@ def test_generation_decodes_the_rnn_like_the_transformer(cell, attention):
 
 
 @pytest.mark.gpu
-def test_cuda_packed_rnn_matches_cpu_and_cache(cuda):
-    model = RNNSeq2Seq(small_cfg(cell="lstm", attention="additive", n_layers=2, bidirectional=True)).eval()
+@pytest.mark.parametrize("bidirectional", [True, False])  # packed (bidirectional) and unpacked encoders on cuDNN
+def test_cuda_rnn_matches_cpu_and_cache(cuda, bidirectional):
+    model = RNNSeq2Seq(small_cfg(cell="lstm", attention="additive", n_layers=2, bidirectional=bidirectional)).eval()
     src, tgt = batch()
     expected = model(src, tgt)
     model = model.to(cuda)
