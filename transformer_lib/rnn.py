@@ -128,7 +128,7 @@ class RNNEncoder(nn.Module):
     Padding never changes a real token's state, and the final state is the one at the last real token, not after
     the padding. A left-to-right encoder gets this for free: the padding is on the right, so a real token's state
     has read no padding, and the padded batch runs as it is (one fused kernel on the CPU, cuDNN on a GPU, and no
-    lengths read back to the host). A bidirectional encoder's right-to-left half would read the padding first, so
+    copy of the lengths to the host). A bidirectional encoder's right-to-left half would read the padding first, so
     there the padding is packed away (:func:`torch.nn.utils.rnn.pack_padded_sequence`). Packing would give a
     left-to-right encoder the same states, only slower: a packed batch shrinks as sentences end, and on the CPU
     it runs step by step outside the fused kernel.
@@ -186,7 +186,6 @@ class RNNEncoder(nn.Module):
             packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
             out, _ = self.rnn(packed)
             states, _ = pad_packed_sequence(out, batch_first=True, total_length=s)  # (B, S, 2H)
-        if self.bridge is not None:
             states = self.bridge(states)  # (B, S, H)
         states = states * mask.unsqueeze(-1)  # padding carries nothing (the bridge's bias would leak there)
         final = states[torch.arange(b, device=ids.device), lengths - 1]  # (B, H)
