@@ -31,7 +31,7 @@ NBVAL_WORKERS ?= 1
 OTHER_CPU_WORKERS ?= 2
 # Under the guard a cell runs up to about 2.5 times as long as alone: non-vectorised kernels, a second chapter on the
 # other core, and chapter 10's runs, which use both cores themselves (map_runs). Its search cell ran past 300 s there,
-# and past 900 s on a machine about 1.6 times slower than the reference (with MKL's conservative path as well).
+# and past 900 s on a machine about 1.6 times slower than the reference.
 OTHER_CPU_CELL_TIMEOUT ?= 1500
 LIB_WORKERS ?= 2
 NB ?=
@@ -50,12 +50,13 @@ NBVAL_FLAGS = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sani
 # over learning rates, take about 130 s alone on the reference machine.
 NBVAL_CELL_TIMEOUT ?= 300
 NBVAL_REPORT ?= _build/reports/nbval.xml
-# The guard: the same chapters against the same stored outputs with ATen's non-vectorised kernels: float results
-# change the way they do on another CPU. MKL's conservative code path (MKL_CBWR=COMPATIBLE) is left to
-# booktools.measure_spread's "compat" configuration, which the tolerances are measured against: in the guard it
-# made the phase about 1.45 times slower (chapter 2: 339 s against 233 s), and on a machine about 1.6 times slower
-# than the reference the guard then took 44 minutes and `make test` would have run past 90.
-OTHER_CPU_ENV := ATEN_CPU_CAPABILITY=default
+# The guard: the same chapters against the same stored outputs with ATen's non-vectorised kernels and MKL's
+# conservative (SSE2) code path, as on an old CPU, and the same on every machine, so the guard cannot pass on
+# one machine and fail on another. Without MKL_CBWR, MKL takes the fastest path of the CPU it runs on: on an AVX-512
+# machine the guard then ran a mixture no real CPU runs (ATen's scalar kernels, MKL's AVX-512 kernels), and chapters
+# 3 and 10 failed there (2026-11-28) while passing on the machine that stored them. The conservative path makes the
+# phase about 1.45 times slower (chapter 2: 339 s against 233 s).
+OTHER_CPU_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 
 .PHONY: help setup book test test-lib test-slow nbval nbval-other-cpu test-colab build-strict test-book times chapter browser clean test-gpu
 
@@ -70,7 +71,7 @@ help:
 	@echo "make test-slow     the tests marked slow: benchmark --quick runs, torchrun, nbval plugin runs"
 	@echo "make nbval         re-run every chapter and compare with its stored outputs"
 	@echo "                   (one chapter: make nbval NB=chapters/01_impact.ipynb)"
-	@echo "make nbval-other-cpu  the same under ATEN_CPU_CAPABILITY=default (non-vectorised kernels):"
+	@echo "make nbval-other-cpu  the same under ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE (as an old CPU):"
 	@echo "                   float results change as on another CPU; tolerances must absorb them"
 	@echo "make test-colab    run every notebook of the Colab edition in a simulated Colab (.venv-colab),"
 	@echo "                   each chapter's GPU branch capped (one: make test-colab NB=colab/01_impact.ipynb)"
