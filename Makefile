@@ -27,8 +27,9 @@ COLAB_STAMP := $(COLAB_VENV)/.stamp-installed
 # (see TEST_NBVAL_WORKERS below).
 NBVAL_WORKERS ?= 1
 # make test runs nbval two chapters at a time: CI has 90 minutes, and on the slowest 2-core machine seen (an AVX2-only
-# AMD EPYC, 2026-12-02, about twice as slow as the machines that stored most chapters) one chapter at a time takes
-# about 37 minutes. `make times` then reports seconds measured beside another chapter: an upper bound.
+# AMD EPYC, 2026-12-02, about twice as slow as the machines that stored most chapters) nbval took 1,829 s two at a
+# time and 1,739 s one at a time with chapters 3 and 10 cut off by a 300 s cell timeout. `make times` then reports
+# seconds measured beside another chapter: an upper bound.
 TEST_NBVAL_WORKERS ?= 2
 # The guard below reports no times, so it runs two chapters at a time: most chapters use one thread, and a
 # one-at-a-time run leaves the second core idle (measured: 1,807 s one at a time, 1,002 s two at a time, with the
