@@ -23,13 +23,10 @@ COLAB_STAMP := $(COLAB_VENV)/.stamp-installed
 
 # One chapter at a time by default: the two cores of the reference machine share caches and memory
 # bandwidth, so two chapters side by side each run about 1.3-1.5x slower, and `make times` would
-# report those inflated seconds against the budget. NBVAL_WORKERS=2 is faster in wall time; `make test` uses it
-# (see TEST_NBVAL_WORKERS below).
+# report those inflated seconds against the budget. NBVAL_WORKERS=2 is faster in wall time.
 NBVAL_WORKERS ?= 1
-# make test runs nbval two chapters at a time: CI has 90 minutes, and on the slowest 2-core machine seen (an AVX2-only
-# AMD EPYC, 2026-12-02, about twice as slow as the machines that stored most chapters) nbval took 1,829 s two at a
-# time and 1,739 s one at a time with chapters 3 and 10 cut off by a 300 s cell timeout. `make times` then reports
-# seconds measured beside another chapter: an upper bound.
+# make test runs nbval two chapters at a time, to fit CI's 90 minutes on slower 2-core machines (README, "What
+# `make test` checks", gives the times measured); `make times` then reports upper bounds.
 TEST_NBVAL_WORKERS ?= 2
 # The guard below reports no times, so it runs two chapters at a time: most chapters use one thread, and a
 # one-at-a-time run leaves the second core idle (measured: 1,807 s one at a time, 1,002 s two at a time, with the
@@ -54,7 +51,7 @@ NBVAL_FLAGS = --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sani
 	--nbval-cell-timeout $(NBVAL_CELL_TIMEOUT) -p no:randomly -p booktools.nbval_plugin
 # Seconds a cell may run before nbval stops it (a guard against hangs, not a time budget: `make times` reports
 # those). The longest cells, chapter 3's and chapter 10's searches over learning rates, take about 130 s alone on
-# the reference machine and ran past 300 s on the AVX2-only EPYC above.
+# the reference machine and ran past 300 s on an AVX2-only AMD EPYC (2026-12-02).
 NBVAL_CELL_TIMEOUT ?= 1200
 NBVAL_REPORT ?= _build/reports/nbval.xml
 # The guard: the same chapters against the same stored outputs with ATen's non-vectorised kernels and MKL's
@@ -62,9 +59,9 @@ NBVAL_REPORT ?= _build/reports/nbval.xml
 # one machine and fail on another. Without MKL_CBWR, MKL takes the fastest path of the CPU it runs on: on an AVX-512
 # machine the guard then ran a mixture no real CPU runs (ATen's scalar kernels, MKL's AVX-512 kernels), and chapters
 # 3 and 10 failed there (2026-11-28) while passing on the machine that stored them. The conservative path makes the
-# phase about 1.45 times slower (chapter 2: 339 s against 233 s). It is not a phase of `make test`: with it, make test
-# ran past CI's 90 minutes on the slowest 2-core machine seen (the guard takes about 1.7 times the native run there:
-# chapter 7 alone 88 s against 52 s). Run it on every chapter whose outputs you store (README, "Portable outputs").
+# phase about 1.45 times slower (chapter 2: 339 s against 233 s). It is not a phase of `make test`, which would then
+# run past CI's 90 minutes on slower machines (README, "What `make test` checks"): run it on every chapter whose
+# outputs you store (README, "Portable outputs").
 OTHER_CPU_ENV := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE
 
 .PHONY: help setup book test test-lib test-slow nbval nbval-other-cpu test-colab build-strict test-book times chapter browser clean test-gpu
