@@ -37,6 +37,9 @@ OTHER_CPU_WORKERS ?= 2
 # and past 900 s on a machine about 1.6 times slower than the reference.
 OTHER_CPU_CELL_TIMEOUT ?= 1500
 LIB_WORKERS ?= 2
+# The simulated Colab runs two notebooks at a time, each pytest-xdist worker in its own hard-linked copy of
+# .venv-colab (tests/test_colab.py); README ("What `make test` checks") gives the time measured.
+COLAB_WORKERS ?= 2
 NB ?=
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
@@ -187,8 +190,10 @@ $(COLAB_STAMP): tests/colab_preinstalled.txt
 	touch $@
 
 test-colab: setup $(COLAB_STAMP)
+	xdist=""; if [ "$(words $(NB))" != 1 ] && [ "$(COLAB_WORKERS)" -gt 1 ]; then \
+		xdist="-n $(COLAB_WORKERS) --dist load"; fi; \
 	BOOK_REQUIRE_COLAB=1 COLAB_NOTEBOOKS="$(NB)" $(PY) -m pytest tests/test_colab.py -p no:randomly -v \
-		--durations=20
+		--durations=20 $$xdist
 
 # The Colab edition (colab/NN_topic.ipynb, committed): the chapters with their MyST made plain markdown.
 .PHONY: colab

@@ -17,7 +17,12 @@ nbval, jupytext, pytest) nor transformer_lib. Then, for each notebook:
 - the working directory is an empty folder, as Colab's /content.
 
 transformer_lib is uninstalled from .venv-colab before the first notebook, so the set-up cell must
-install it. A failure names the notebook and the cell. ``COLAB_NOTEBOOKS="colab/01_impact.ipynb ..."``
+install it. A failure names the notebook and the cell.
+
+`make test-colab` runs two notebooks at a time (pytest-xdist). Each worker then has an environment of its own,
+.venv-colab-workers/<worker>, a copy of .venv-colab made of hard links (made in seconds, no disk space for
+the packages), so that one worker's set-up cell never installs the library while another's kernel imports it;
+pip replaces files rather than writing into them, so nothing a worker installs reaches .venv-colab. ``COLAB_NOTEBOOKS="colab/01_impact.ipynb ..."``
 (``make test-colab NB=...``; chapters/NN_topic.ipynb is accepted too) runs only those notebooks.
 Without .venv-colab the tests are skipped, unless BOOK_REQUIRE_COLAB=1 (as `make test-colab` sets).
 """
@@ -43,6 +48,7 @@ pytestmark = pytest.mark.slow
 
 COLAB_VENV = ROOT / ".venv-colab"
 COLAB_PY = COLAB_VENV / "bin" / "python"
+WORKER_VENVS = ROOT / ".venv-colab-workers"   # one copy of .venv-colab per pytest-xdist worker (ignored by git)
 KERNEL = "simulated-colab"
 BOOK_TOOLS = ("myst_nb", "jupyter_book", "sacrebleu", "nbval", "jupytext", "pytest", "transformer_lib")
 CELL_TIMEOUT = 600
@@ -78,10 +84,26 @@ def selected() -> list[Path]:
     return paths
 
 
-def colab_python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+def colab_python(python: Path, code: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    return subprocess.run([str(COLAB_PY), "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+    return subprocess.run([str(python), "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=300)
+
+
+def worker_venv(worker: str) -> Path:
+    """A copy of .venv-colab for one pytest-xdist worker, its files hard links to those of .venv-colab (a
+    full copy where the file system has no hard links). The copy's python is a symbolic link, as in any
+    virtual environment; Python finds the environment from the path it was started by, so packages are
+    installed into, and imported from, the copy."""
+    target = WORKER_VENVS / worker
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(exist_ok=True)
+    try:
+        shutil.copytree(COLAB_VENV, target, symlinks=True, copy_function=os.link)
+    except OSError:
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(COLAB_VENV, target, symlinks=True)
+    return target
 
 
 def copy_checkout(target: Path) -> None:
@@ -107,6 +129,9 @@ def simulated_colab(tmp_path_factory):
         if os.environ.get("BOOK_REQUIRE_COLAB") == "1":
             pytest.fail(message)
         pytest.skip(message)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    venv = worker_venv(worker) if worker else COLAB_VENV
+    python = venv / "bin" / "python"
     base = tmp_path_factory.mktemp("colab")
     fake = base / "fake"
     for name, text in FAKE_COLAB.items():
@@ -124,19 +149,21 @@ def simulated_colab(tmp_path_factory):
     env = {"IPYTHONDIR": str(ipython), "PYTHONPATH": str(fake), notebooks.SPEC_VARIABLE: checkout.as_uri(),
            **SETTINGS, "PYTHONHASHSEED": "0"}
     (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [str(COLAB_PY), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (simulated Colab)", "language": "python", "env": env}), encoding="utf-8")
 
     # Nothing of the book may be there before a set-up cell installs it.
-    uninstall = subprocess.run([str(COLAB_PY), "-m", "pip", "uninstall", "-y", "transformer_lib"],
+    uninstall = subprocess.run([str(python), "-m", "pip", "uninstall", "-y", "transformer_lib"],
                                capture_output=True, text=True)
     assert uninstall.returncode == 0, uninstall.stderr
-    check = colab_python("import importlib.util as u; print([m for m in %r if u.find_spec(m)])"
+    check = colab_python(python, "import importlib.util as u; print([m for m in %r if u.find_spec(m)])"
                          % (BOOK_TOOLS,), cwd=base)
     assert check.returncode == 0 and check.stdout.strip() == "[]", (
         f".venv-colab must not hold the book's tools nor transformer_lib before the set-up cell runs: "
         f"{check.stdout}{check.stderr} (remove .venv-colab and run `make test-colab`)")
-    return {"base": base, "jupyter_path": base / "jupyter", "checkout": checkout}
+    yield {"base": base, "jupyter_path": base / "jupyter", "checkout": checkout, "venv": venv, "python": python}
+    if venv != COLAB_VENV:
+        shutil.rmtree(venv, ignore_errors=True)   # removes the links only: .venv-colab keeps its files
 
 
 def where(path: Path, index: int, cell) -> str:
@@ -196,9 +223,9 @@ def test_notebook_runs_in_simulated_colab(path, simulated_colab, monkeypatch, tm
     assert reached and json.loads(reached[1]) == json.loads(smoke), (
         f"{notebooks.relative(path)}: BOOK_SMOKE={smoke} did not reach the kernel (it saw {probe!r})")
     installed = Path(match[3]).resolve()
-    assert COLAB_VENV.resolve() in installed.parents, (
+    assert simulated_colab["venv"].resolve() in installed.parents, (
         f"{notebooks.relative(path)}: transformer_lib was imported from {installed}, not from the "
-        "copy the set-up cell installed into .venv-colab")
+        f"copy the set-up cell installed into {simulated_colab['venv']}")
     setup = next(c for c in nb.cells if c.cell_type == "code")
     assert notebooks.BOOTSTRAP_MARKER in setup.source
     printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
@@ -226,7 +253,8 @@ def test_setup_cell_reports_a_failed_install(simulated_colab, tmp_path):
     """With a wrong URL, the set-up cell shows pip's own error, says what to do, and raises."""
     missing = (tmp_path / "no-such-checkout").as_uri()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    result = subprocess.run([str(COLAB_PY), "-c", FAILING_INSTALL], input=notebooks.bootstrap_source(),
+    result = subprocess.run([str(simulated_colab["python"]), "-c", FAILING_INSTALL],
+                            input=notebooks.bootstrap_source(),
                             cwd=tmp_path, env={**env, notebooks.SPEC_VARIABLE: missing},
                             capture_output=True, text=True, timeout=300)
     out = result.stdout
