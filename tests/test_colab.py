@@ -12,6 +12,7 @@ nbval, jupytext, pytest) nor transformer_lib. Then, for each notebook:
 - the Colab set-up cell really pip-installs the library: ``TRANSFORMER_BOOK_SPEC=file://<copy>``
   replaces ``git+<repository url>``, where <copy> is a copy of this checkout's files (what a clone
   would hold, uncommitted changes included; building in the checkout itself would leave build/ there);
+  pip runs offline there (``PIP_NO_INDEX=1``, no build isolation: OFFLINE_PIP below);
 - ``BOOK_SETTINGS=gpu BOOK_MAX_STEPS=3``: every chapter takes its GPU branch, capped at 3 steps, with the
   smaller sizes tests/smoke_settings.py declares for it (``BOOK_SMOKE``, set per notebook);
 - the working directory is an empty folder, as Colab's /content.
@@ -53,6 +54,12 @@ KERNEL = "simulated-colab"
 BOOK_TOOLS = ("myst_nb", "jupyter_book", "sacrebleu", "nbval", "jupytext", "pytest", "transformer_lib")
 CELL_TIMEOUT = 600
 SETTINGS = {"BOOK_SETTINGS": "gpu", "BOOK_MAX_STEPS": "3"}
+# The set-up cell's pip, offline. Colab's pip would fetch setuptools from PyPI to build the library in an
+# isolated environment; here it builds with the setuptools .venv-colab holds (torch requires it) and may consult
+# no index, so the test downloads nothing and cannot wait on a network (on 2026-12-02, while it still fetched
+# setuptools, one notebook took 617 s instead of about 20 in a clean make test, most likely waiting for the package
+# index). PIP_NO_BUILD_ISOLATION is one of pip's inverted options: "false" turns isolation off.
+OFFLINE_PIP = {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "false"}
 
 FAKE_COLAB = {
     "google/colab/__init__.py": '"""A stand-in for Google Colab\'s package (tests/test_colab.py)."""\n'
@@ -70,6 +77,7 @@ import json, os, sys, transformer_lib
 from transformer_lib.notebook import use_gpu_settings
 print("PROBE", "google.colab" in sys.modules, use_gpu_settings(), transformer_lib.__file__)
 print("SMOKE", json.dumps(json.loads(os.environ.get("BOOK_SMOKE", "{}"))))
+print("PIP", json.dumps({k: v for k, v in os.environ.items() if k in ("PIP_NO_INDEX", "PIP_NO_BUILD_ISOLATION")}))
 """
 
 
@@ -147,7 +155,7 @@ def simulated_colab(tmp_path_factory):
     spec_dir = base / "jupyter" / "kernels" / KERNEL
     spec_dir.mkdir(parents=True)
     env = {"IPYTHONDIR": str(ipython), "PYTHONPATH": str(fake), notebooks.SPEC_VARIABLE: checkout.as_uri(),
-           **SETTINGS, "PYTHONHASHSEED": "0"}
+           **SETTINGS, **OFFLINE_PIP, "PYTHONHASHSEED": "0"}
     (spec_dir / "kernel.json").write_text(json.dumps({
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (simulated Colab)", "language": "python", "env": env}), encoding="utf-8")
@@ -222,6 +230,10 @@ def test_notebook_runs_in_simulated_colab(path, simulated_colab, monkeypatch, tm
     reached = re.search(r"SMOKE (.*)", probe)
     assert reached and json.loads(reached[1]) == json.loads(smoke), (
         f"{notebooks.relative(path)}: BOOK_SMOKE={smoke} did not reach the kernel (it saw {probe!r})")
+    pip = re.search(r"PIP (.*)", probe)
+    assert pip and json.loads(pip[1]) == OFFLINE_PIP, (
+        f"{notebooks.relative(path)}: the set-up cell's pip did not run offline ({OFFLINE_PIP} not in the "
+        f"kernel's environment: {probe!r})")
     installed = Path(match[3]).resolve()
     assert simulated_colab["venv"].resolve() in installed.parents, (
         f"{notebooks.relative(path)}: transformer_lib was imported from {installed}, not from the "
@@ -255,7 +267,7 @@ def test_setup_cell_reports_a_failed_install(simulated_colab, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     result = subprocess.run([str(simulated_colab["python"]), "-c", FAILING_INSTALL],
                             input=notebooks.bootstrap_source(),
-                            cwd=tmp_path, env={**env, notebooks.SPEC_VARIABLE: missing},
+                            cwd=tmp_path, env={**env, **OFFLINE_PIP, notebooks.SPEC_VARIABLE: missing},
                             capture_output=True, text=True, timeout=300)
     out = result.stdout
     assert result.returncode == 0 and "RAISED" in out, out + result.stderr
