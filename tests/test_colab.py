@@ -18,14 +18,14 @@ nbval, jupytext, pytest) nor transformer_lib. Then, for each notebook:
 - the working directory is an empty folder, as Colab's /content.
 
 transformer_lib is uninstalled from .venv-colab before the first notebook, so the set-up cell must
-install it. A failure names the notebook and the cell.
+install it. A failure names the notebook and the cell. ``COLAB_NOTEBOOKS="colab/01_impact.ipynb ..."``
+(``make test-colab NB=...``; chapters/NN_topic.ipynb is accepted too) runs only those notebooks.
+Without .venv-colab the tests are skipped, unless BOOK_REQUIRE_COLAB=1 (as `make test-colab` sets).
 
 `make test-colab` runs two notebooks at a time (pytest-xdist). Each worker then has an environment of its own,
 .venv-colab-workers/<worker>, a copy of .venv-colab made of hard links (made in seconds, no disk space for
 the packages), so that one worker's set-up cell never installs the library while another's kernel imports it;
-pip replaces files rather than writing into them, so nothing a worker installs reaches .venv-colab. ``COLAB_NOTEBOOKS="colab/01_impact.ipynb ..."``
-(``make test-colab NB=...``; chapters/NN_topic.ipynb is accepted too) runs only those notebooks.
-Without .venv-colab the tests are skipped, unless BOOK_REQUIRE_COLAB=1 (as `make test-colab` sets).
+pip replaces files rather than writing into them, so nothing a worker installs reaches .venv-colab.
 """
 
 from __future__ import annotations
