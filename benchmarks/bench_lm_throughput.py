@@ -232,12 +232,13 @@ def main(argv=None) -> dict:
     achieved = tokens_per_s * per_token
     ff_shape = f"({B * T}x{d})@({d}x{cfg.d_ff})"
 
+    threads_text = f"{threads} thread{'' if threads == 1 else 's'}"
     figure("lm_train_tokens_per_s", f"{tokens_per_s:.0f}",
-           f"d_model={d} n_layers={L} n_heads={settings['n_heads']} block={T} batch={B}, {threads} thread(s), "
+           f"d_model={d} n_layers={L} n_heads={settings['n_heads']} block={T} batch={B}, {threads_text}, "
            f"median of {rounds} rounds of {steps} steps")
     figure("matmul_peak_gflops", f"{peak / 1e9:.1f}",
            f"best {dname} matmul: n x n with " + ", ".join(f"n={n}: {f / 1e9:.1f}" for n, f in peak_by_size.items())
-           + f", the model's {ff_shape}: {ff_rate / 1e9:.1f} GFLOP/s; {threads} thread(s), same run")
+           + f", the model's {ff_shape}: {ff_rate / 1e9:.1f} GFLOP/s; {threads_text}, same run")
     figure("lm_train_mfu", f"{mfu:.3f}",
            f"{achieved / 1e9:.1f} GFLOP/s of model FLOPs at 6N + 12LTd = {per_token / 1e6:.2f} MFLOP/token / "
            f"{peak / 1e9:.1f} GFLOP/s best matmul, median of per-round ratios, target >= {target}",

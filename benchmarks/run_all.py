@@ -74,6 +74,11 @@ GPU_COMMANDS = (
 
 
 # ------------------------------------------------------------------------------------------- running
+
+def threads_text(n, kind: str = "") -> str:
+    """'1 CPU thread', '2 CPU threads'."""
+    return f"{n} {kind}thread{'' if n == 1 else 's'}"
+
 def run_logged(cmd: list, env=None) -> tuple:
     """Run ``cmd``, echo its output line by line, return ``(returncode, output, seconds)``."""
     start = time.perf_counter()
@@ -316,7 +321,7 @@ def make_plots(results: dict, out: Path) -> list:
         ax.barh([b[0] for b in bars][::-1], [b[1] / 1e9 for b in bars][::-1], color=[b[2] for b in bars][::-1])
         ax.axvline(det["peak_flops"] / 1e9 * det["target_mfu"], color="grey", ls="--", lw=1,
                    label=f"target: {det['target_mfu']:.0%} of the best matmul")
-        ax.set_xlabel(f"GFLOP/s ({det['peak_dtype']}, {det['threads']} thread(s))")
+        ax.set_xlabel(f"GFLOP/s ({det['peak_dtype']}, {threads_text(det['threads'])})")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         _empty(ax, "not measured")
@@ -454,7 +459,7 @@ def render_summary(results: dict) -> str:
                  f"n_heads={s['n_heads']}, block T={s['block_size']}, batch {s['batch_size']}, character vocabulary "
                  f"of {det['vocab_size']}; N = {det['n_linear']:,} matmul weights, so 6N + 12LTd = "
                  f"{det['flops_per_token'] / 1e6:.2f} MFLOP per token ({det['attention_flops_fraction']:.0%} of it "
-                 f"in attention's q·kᵀ and weights·v); {det['threads']} CPU thread(s), {det['rounds']} rounds of "
+                 f"in attention's q·kᵀ and weights·v); {threads_text(det['threads'], 'CPU ')}, {det['rounds']} rounds of "
                  f"{det['steps_per_round']} steps.", ""]
         if det.get("step_profile_s"):
             p = det["step_profile_s"]
@@ -497,8 +502,8 @@ def render_summary(results: dict) -> str:
 
     ch = results.get("chapters") or {}
     body = [f"`{ch.get('command', 'chapter_times.py')}` (budget {CHAPTER_BUDGET_S:.0f} s per chapter, "
-            f"{BOOK_BUDGET_S:.0f} s for the book; source `nbval` = the last `make nbval` run, `stored` = the time "
-            "recorded by `booktools/run_chapter.py`):", "",
+            f"{BOOK_BUDGET_S:.0f} s for the book; source `run` = a fresh execution by `run_all.py --chapters`, "
+            "`nbval` = the last `make nbval` run, `stored` = the time recorded by `booktools/run_chapter.py`):", "",
             "| chapter | seconds | source | stored |", "| --- | ---: | --- | ---: |"]
     body += [f"| {r['chapter']} | {r['seconds'] if r['seconds'] is not None else '—'} | {r['source']} | "
              f"{r['stored']} |" for r in ch.get("rows", [])]

@@ -129,12 +129,15 @@ def library_since(then: dict[str, str], now: dict[str, str]) -> str:
     """What has changed in the library's code since a run (empty: nothing): the files whose code changed, by name,
     then the files added and removed, by name where there are at most three, else counted."""
     changes = gpu_run.library_changes(then, now)
-    parts = [f"library code changed since: {', '.join(changes['changed'])}"] if changes["changed"] else []
+    def names(files):                             # as code: `__init__.py` must not turn into bold "init"
+        return ", ".join(f"`{f}`" for f in files)
+
+    parts = [f"library code changed since: {names(changes['changed'])}"] if changes["changed"] else []
     for kind in ("new", "removed"):
         files = changes[kind]
         if files:
             done = "added" if kind == "new" else "removed"
-            parts.append(f"library files {done} since: {', '.join(files)}" if len(files) <= 3 else
+            parts.append(f"library files {done} since: {names(files)}" if len(files) <= 3 else
                          f"{len(files)} library files {done} since")
     return "; ".join(parts)
 
@@ -162,13 +165,14 @@ def gpu_runs_line(record: dict, chapters: list[dict], library: dict[str, str] | 
         shared = f", {jobs} chapters at a time" if jobs and int(jobs) > 1 else ""
         since = library_since(libraries[key], library) if libraries[key] else ""
         since = f" ({since})" if since else ""
+        # the record's note describes its own run (the environment's), not the earlier runs it keeps chapters of
+        note = f" ({env['note']})" if env.get("note") and (date, commit) == (env.get("date"), env.get("commit")) else ""
         parts.append(f"chapters {', '.join(numbers)} from a run on one {device}, PyTorch {torch_version}, {date}, "
-                     f"commit {commit}{shared}{since}")
-    note = f" ({env['note']})" if env.get("note") else ""
+                     f"commit {commit}{shared}{since}{note}")
     library_note = (" The library changes named after a run (files of `transformer_lib` whose code differs from "
                     "that run's, or that were added or removed since) may move any of its results."
                     if any(" since" in p for p in parts) else "")
-    return ("GPU column: the chapters with their GPU settings; " + "; ".join(parts) + f"{note}. A dash marks a "
+    return ("GPU column: the chapters with their GPU settings; " + "; ".join(parts) + ". A dash marks a "
             "claim no GPU run reached, or one whose wording has changed since; *earlier code* marks a verdict "
             "from a run of an earlier version of the chapter's code, which may not be what the chapter does now."
             f"{library_note}\n")

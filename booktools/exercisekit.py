@@ -35,7 +35,7 @@ STARTER_TAG = "starter"
 ANSWER_TAG = "answer"
 EX_TAG = re.compile(r"^ex-(\d\d-[A-Za-z0-9_-]+)$")
 
-_ID_IN_TITLE = re.compile(r"\s*\(id\s+`[^`]*`\)\s*")
+_ID_IN_TITLE = re.compile(r"\s*\(id\s+(?:`[^`]*`|[0-9][0-9]-[A-Za-z0-9_-]+)\)\s*")
 _NUMBERED = re.compile(r"^\s{0,3}\d+[.)]\s", re.MULTILINE)
 
 #: Estimated minutes of an exercise: a base per kind, plus PER_PART for each numbered part after

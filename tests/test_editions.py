@@ -72,7 +72,7 @@ def tiny_chapter() -> nbformat.NotebookNode:
            # a body that holds ::: needs a longer fence (MyST's rule, booktools.myst)
            "::::{solution} ex-90-colon\n:class: dropdown\n\nSECRET-COLON-SOLUTION is the answer.\n\n"
            "```python\n:::\nprint('SECRET-IN-CODE-BLOCK')\n```\n\nSECRET-AFTER-CODE-BLOCK\n::::\n\n"
-           "````{exercise}\n:label: ex-90-backtick\n\nConceptual. Why not?\n````\n\n"
+           "````{exercise} A backtick-fenced question (id 90-backtick)\n:label: ex-90-backtick\n\nConceptual. Why not?\n````\n\n"
            "````{solution} ex-90-backtick\n:class: dropdown\n\nSECRET-BACKTICK-SOLUTION\n"
            "```python\nx = 'SECRET-BACKTICK-CODE'\n```\nSECRET-BACKTICK-TAIL\n````\n\n"
            "Text after the solutions stays."),
@@ -209,6 +209,9 @@ def test_exercises_found_and_classified(tiny):
     assert kinds == {"ex-90-colon": "conceptual", "ex-90-backtick": "conceptual",
                      "ex-06-causal-mask": "implementation", "ex-04-self-attention": "implementation",
                      "ex-90-experiment": "experiment"}
+    # the id in a title is dropped, in backticks (colon fences) or bare (a backtick fence allows no backticks)
+    assert found["ex-90-colon"].title == "A colon-fenced conceptual question"
+    assert found["ex-90-backtick"].title == "A backtick-fenced question"
     assert found["ex-06-causal-mask"].autograded == ["06-causal-mask"]
     assert found["ex-90-experiment"].parts == 2
     assert found["ex-90-experiment"].minutes == ek.BASE_MINUTES["experiment"] + ek.PER_PART_MINUTES

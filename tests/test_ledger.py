@@ -5,11 +5,16 @@ from transformer_lib.ledger import (NOT_TESTABLE, TRAINS_NOTHING, Adequacy, Text
                                     loss_flattened, mean_sd, record_claim, welch_t)
 
 
+def recorded(capsys, *args, **kwargs):
+    """The line that record_claim(*args, **kwargs) prints (it returns None: a notebook cell shows the line once)."""
+    assert record_claim(*args, **kwargs) is None
+    return capsys.readouterr().out.rstrip("\n")
+
+
 def test_record_claim_summary_without_glue(capsys):
-    line = record_claim("08_var_qk", "Var(qk) = d_k", "1.01 d_k", "confirmed", adequacy=TRAINS_NOTHING,
-                        glue=False)
+    line = recorded(capsys, "08_var_qk", "Var(qk) = d_k", "1.01 d_k", "confirmed", adequacy=TRAINS_NOTHING,
+                    glue=False)
     assert line == "[confirmed] Var(qk) = d_k — measured: 1.01 d_k"
-    assert line in capsys.readouterr().out
 
 
 def test_keys_and_label():
@@ -50,17 +55,17 @@ def test_adequacy_is_required_and_typed():
 def test_failed_adequacy_turns_any_verdict_into_not_testable(capsys):
     failed = Adequacy("every model ≥ 0.10 nats below the bigram", "smallest margin -0.02", False)
     for verdict in ("confirmed", "nuanced", "corrected"):
-        line = record_claim("09_ladder", "each part helps", "2.35 vs 2.37", verdict, adequacy=failed, glue=False)
+        line = recorded(capsys, "09_ladder", "each part helps", "2.35 vs 2.37", verdict, adequacy=failed, glue=False)
         assert line.startswith(f"[{NOT_TESTABLE}]"), line
         assert "✗ every model ≥ 0.10 nats below the bigram: smallest margin -0.02" in line
 
 
-def test_passed_adequacy_keeps_the_verdict():
+def test_passed_adequacy_keeps_the_verdict(capsys):
     passed = Adequacy("loss flat", "0.001", True)
-    line = record_claim("09_ladder", "each part helps", "1.9 vs 2.37", "nuanced", adequacy=passed, glue=False)
+    line = recorded(capsys, "09_ladder", "each part helps", "1.9 vs 2.37", "nuanced", adequacy=passed, glue=False)
     assert line.startswith("[nuanced]") and line.endswith("trained enough? ✓ loss flat: 0.001")
     # A claim may be untestable for another reason (a saturated task) even with adequate models.
-    line = record_claim("10_x", "c", "v", NOT_TESTABLE, adequacy=passed, glue=False)
+    line = recorded(capsys, "10_x", "c", "v", NOT_TESTABLE, adequacy=passed, glue=False)
     assert line.startswith(f"[{NOT_TESTABLE}]")
 
 
@@ -86,6 +91,12 @@ def test_beats_baseline_uses_the_worst_model():
     assert many.check.startswith("every model checked (4 runs) ≥")      # named models beyond three: a count
     assert beats_baseline([2.0, 2.1], baseline=2.369, margin=0.10).passed
     assert beats_baseline([2.269], baseline=2.369, margin=0.10).passed is (2.369 - 2.269 >= 0.10)
+    # each value already the worst of several seeds: the caller says what the check covers
+    rungs = beats_baseline({"one head": 2.10, "multi-head": 2.20}, baseline=2.369, margin=0.10,
+                           checked="every run (the worst seed of each of 2 rungs)")
+    assert rungs.check == "every run (the worst seed of each of 2 rungs) ≥ 0.10 nats below the counted bigram (2.369)"
+    with pytest.raises(ValueError, match="checked must be a non-empty str"):
+        beats_baseline([2.0], baseline=2.369, margin=0.10, checked=" ")
 
 
 def test_unnamed_drops_the_worst_models_name():
@@ -154,8 +165,8 @@ def test_record_erratum_glues_four_parts(monkeypatch, capsys):
 
     glued = {}
     monkeypatch.setattr(notebook, "glue", lambda key, value, display=True: glued.__setitem__(key, repr(value)))
-    line = record_erratum("08_ln_mean", "a lecture slide", "μ = Σ x", "μ = (1/d) Σ x", "means reach 1.00")
-    assert line == "[erratum] a lecture slide: written μ = Σ x; correct μ = (1/d) Σ x — shown by: means reach 1.00"
+    assert record_erratum("08_ln_mean", "a lecture slide", "μ = Σ x", "μ = (1/d) Σ x", "means reach 1.00") is None
+    assert capsys.readouterr().out.rstrip("\n") == "[erratum] a lecture slide: written μ = Σ x; correct μ = (1/d) Σ x — shown by: means reach 1.00"
     assert set(glued) == set(erratum_keys("08_ln_mean")) and glued["erratum_08_ln_mean_correct"] == "μ = (1/d) Σ x"
     assert erratum_label("08_ln_mean") == "erratum-08-ln-mean"
     nb = {"cells": [{"outputs": [{"metadata": {"scrapbook": {"name": k}}} for k in erratum_keys("08_ln_mean")]}]}
@@ -186,3 +197,22 @@ def test_welch_t():
 def test_welch_t_bad_input(a, b, error, match):
     with pytest.raises(error, match=match):
         welch_t(a, b)
+
+
+def test_combined_adequacy_shows_each_value_beside_its_own_check():
+    saturated = Adequacy("test accuracy ≥ 0.95", "lowest 0.997 (seed 2)", True)
+    flat = Adequacy("the loss falls by < 0.02 nats over the last 20%", "largest improvement 0.048 (seed 1)", False)
+    grid = Adequacy("the rate is bracketed", "3 of 3", True)
+    both = saturated & grid
+    assert both.passed and str(both) == "✓ test accuracy ≥ 0.95: lowest 0.997 (seed 2); the rate is bracketed: 3 of 3"
+    failed = saturated & flat & grid              # the part that failed is named, not just the whole
+    assert not failed.passed and str(failed) == (
+        "✗ test accuracy ≥ 0.95: lowest 0.997 (seed 2) (met); the loss falls by < 0.02 nats over the last 20%: "
+        "largest improvement 0.048 (seed 1) (not met); the rate is bracketed: 3 of 3 (met)")
+    assert failed.parts == (saturated, flat, grid) and (saturated & (flat & grid)).parts == failed.parts
+    # the joined fields stay available, and equality ignores how a check was put together
+    assert failed.measured == "lowest 0.997 (seed 2); largest improvement 0.048 (seed 1); 3 of 3"
+    assert failed == Adequacy(failed.check, failed.measured, False)
+    assert str(failed.unnamed()) == ("✗ test accuracy ≥ 0.95: lowest 0.997 (met); the loss falls by < 0.02 nats over "
+                                     "the last 20%: largest improvement 0.048 (not met); the rate is bracketed: 3 of 3 "
+                                     "(met)")

@@ -121,7 +121,7 @@ def test_gpu_runs_line_names_the_library_files_changed_since_each_run():
     chapters = [{"path": Path(f"chapters/{stem}.ipynb"), "number": int(stem[:2])} for stem in record["chapters"]]
     line = build_ledger.gpu_runs_line(record, chapters, library=now)
     assert ("chapters 01 from a run on one H200, PyTorch 2.11, 2026-11-26, commit aaa, 4 chapters at a time "
-            "(library code changed since: presets.py; library files removed since: gone.py)") in line
+            "(library code changed since: `presets.py`; library files removed since: `gone.py`)") in line
     assert "chapters 02 from a run on one H100, PyTorch 2.13, 2026-11-28, commit bbb;" in line    # nothing changed
     assert "chapters 03 from a run on one H200, PyTorch 2.11, 2026-11-26, commit a00, 4 chapters at a time. " in line
     assert "The library changes named after a run" in line
@@ -130,3 +130,7 @@ def test_gpu_runs_line_names_the_library_files_changed_since_each_run():
     many = dict(now, **{f"transformer_lib/new{i}.py": "2" * 16 for i in range(4)})
     assert "4 library files added since" in build_ledger.gpu_runs_line(unchanged, chapters[1:2], library=many)
     assert gpu_run.library_changes(now, many)["new"] == [f"new{i}.py" for i in range(4)]
+    # the record's note describes the run of its environment, so it follows that run, not the last one named
+    noted = dict(record, environment=dict(new_run, note="alone on the GPU"))
+    line = build_ledger.gpu_runs_line(noted, chapters, library=now)
+    assert "commit bbb (alone on the GPU);" in line and line.count("alone on the GPU") == 1

@@ -92,6 +92,16 @@ def test_md_table_renders_a_markdown_table():
     assert table.data == "| model | loss |\n| --- | --- |\n| RNN | 1.25 |\n| Transformer | 0.5 |"
 
 
+def test_md_table_escapes_pipes_inside_cells():
+    # "max |x|" must stay one cell: an unescaped pipe would split it and shift the row's other cells
+    table = notebook.md_table(["quantity", "value"], [["max |token mean|", "< 1e-12"]])
+    assert table.data.splitlines()[2] == "| max \\|token mean\\| | < 1e-12 |"
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(table.data)
+    assert "<td>max |token mean|</td>" in html and "<td>&lt; 1e-12</td>" in html
+
+
 @pytest.mark.parametrize("header, rows, match", [
     ([], [], "header must name at least one column"),
     (["a", "b"], [["1", "2"], ["3"]], r"rows\[1\] must have 2 cells .* got 1"),

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .checks import check_number
@@ -67,13 +67,16 @@ class Adequacy:
         measured: the measured value (e.g. ``'smallest margin 0.42 nats (one head)'``).
         passed: whether the measured value meets the check.
 
-    ``a & b`` is the check that both hold. ``str(a)`` is the line the ledger shows: ``'✓ check: measured'`` or
-    ``'✗ check: measured'``.
+    ``a & b`` is the check that both hold; it keeps its parts, so that the ledger can show each measured value
+    beside its own requirement. ``str(a)`` is the line the ledger shows: ``'✓ check: measured'`` or
+    ``'✗ check: measured'``; for ``a & b``, ``'✓ check a: measured a; check b: measured b'`` and, when it failed,
+    each part followed by ``(met)`` or ``(not met)``.
     """
 
     check: str
     measured: str
     passed: bool
+    parts: Tuple["Adequacy", ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self):
         for name in ("check", "measured"):
@@ -83,19 +86,31 @@ class Adequacy:
         if not isinstance(self.passed, bool):
             raise TypeError(f"Adequacy.passed must be a bool, got {type(self.passed).__name__} {self.passed!r}")
 
+    def _leaves(self) -> Tuple["Adequacy", ...]:
+        return self.parts or (self,)
+
     def __and__(self, other: "Adequacy") -> "Adequacy":
         if not isinstance(other, Adequacy):
             return NotImplemented
         return Adequacy(f"{self.check}; {other.check}", f"{self.measured}; {other.measured}",
-                        self.passed and other.passed)
+                        self.passed and other.passed, parts=self._leaves() + other._leaves())
 
     def __str__(self) -> str:
-        return f"{'✓' if self.passed else '✗'} {self.check}: {self.measured}"
+        mark = "✓" if self.passed else "✗"
+        if not self.parts:
+            return f"{mark} {self.check}: {self.measured}"
+        met = {True: "", False: ""} if self.passed else {True: " (met)", False: " (not met)"}
+        return f"{mark} " + "; ".join(f"{p.check}: {p.measured}{met[p.passed]}" for p in self.parts)
 
     def unnamed(self, check: Optional[str] = None) -> "Adequacy":
         """This check without the name of its worst model, ``'smallest margin 0.39'`` for ``'smallest margin 0.39
         (seed 2)'``: which model is worst can change from one CPU to another while the verdict does not. ``check``
         rewords the requirement in the claim's own words (default: as it is)."""
+        if self.parts and check is None:                          # a combined check: each part without its name
+            combined = self.parts[0].unnamed()
+            for part in self.parts[1:]:
+                combined = combined & part.unnamed()
+            return combined
         return Adequacy(self.check if check is None else check, self.measured.split(" (")[0], self.passed)
 
 
@@ -155,7 +170,8 @@ def welch_t(a: Iterable[float], b: Iterable[float]) -> float:
 
 
 def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline: float, margin: float,
-                   baseline_name: str = "the counted bigram", unit: str = "nats") -> Adequacy:
+                   baseline_name: str = "the counted bigram", unit: str = "nats",
+                   checked: Optional[str] = None) -> Adequacy:
     """Every model's loss is at least ``margin`` below a baseline's (e.g. a counted n-gram model).
 
     Args:
@@ -164,6 +180,9 @@ def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline
         margin: how far below the baseline the worst model must be (≥ 0).
         baseline_name: the baseline in words.
         unit: the loss's unit in words.
+        checked: what the losses cover, in words, where the default (``'every model checked (5 runs)'``) would
+            mislead, e.g. ``'every run (the worst seed of each of 5 rungs)'`` when each value is already a maximum
+            over seeds.
 
     Returns:
         Adequacy: passed when ``max(losses) <= baseline - margin``; ``measured`` names the worst model's margin. With
@@ -176,7 +195,10 @@ def beats_baseline(losses: Union[Mapping[str, float], Sequence[float]], baseline
     worst_name, worst = max(items, key=lambda kv: kv[1])
     gap = baseline - worst
     where = f" ({worst_name})" if isinstance(losses, Mapping) and len(items) > 1 else ""
-    return Adequacy(f"{_models_checked(losses, items)} ≥ {margin:.2f} {unit} below {baseline_name} ({baseline:.3f})",
+    if checked is not None and (not isinstance(checked, str) or not checked.strip()):
+        raise ValueError(f"checked must be a non-empty str (what the losses cover) or None, got {checked!r}")
+    covered = _models_checked(losses, items) if checked is None else checked
+    return Adequacy(f"{covered} ≥ {margin:.2f} {unit} below {baseline_name} ({baseline:.3f})",
                     f"smallest margin {gap:.2f}{where}", gap >= margin)
 
 
@@ -281,8 +303,11 @@ def claim_label(claim_id: str) -> str:
 
 
 def record_claim(claim_id: str, claim: str, value: str, verdict: str, *,
-                 adequacy: Union[Adequacy, str], glue: bool = True) -> str:
+                 adequacy: Union[Adequacy, str], glue: bool = True) -> None:
     """Record a claim for the ledger and print a one-line summary.
+
+    It returns nothing, so that a cell ending with it shows the summary once (a returned string would be shown a
+    second time, in quotes).
 
     Args:
         claim_id: ``'NN_short_name'``: the two-digit chapter number and a short snake_case name.
@@ -294,9 +319,6 @@ def record_claim(claim_id: str, claim: str, value: str, verdict: str, *,
             to test it; :data:`TRAINS_NOTHING` for a claim that trains no model. If the check failed, the verdict
             recorded is :data:`NOT_TESTABLE`, whatever ``verdict`` says.
         glue: glue the values into the notebook (requires myst-nb; off outside notebooks).
-
-    Returns:
-        the summary line.
     """
     if not isinstance(claim_id, str) or not _ID.match(claim_id):
         raise ValueError(f"claim_id must look like 'NN_short_name' (two digits, underscore, snake_case), "
@@ -326,7 +348,6 @@ def record_claim(claim_id: str, claim: str, value: str, verdict: str, *,
     if trained:
         summary += f" — trained enough? {adequacy}"
     print(summary)
-    return summary
 
 
 _ERRATUM_PARTS = ("where", "written", "correct", "evidence")
@@ -342,8 +363,11 @@ def erratum_label(erratum_id: str) -> str:
     return "erratum-" + erratum_id.replace("_", "-")
 
 
-def record_erratum(erratum_id: str, where: str, written: str, correct: str, evidence: str, glue: bool = True) -> str:
+def record_erratum(erratum_id: str, where: str, written: str, correct: str, evidence: str,
+                   glue: bool = True) -> None:
     """Record an erratum of the lecture's material (not a claim) for the ledger's errata section; print a line.
+
+    Like :func:`record_claim`, it returns nothing: a cell ending with it shows the line once.
 
     Args:
         erratum_id: ``'NN_short_name'``: the two-digit chapter number and a short snake_case name.
@@ -352,9 +376,6 @@ def record_erratum(erratum_id: str, where: str, written: str, correct: str, evid
         correct: what is right.
         evidence: what the chapter computed to show it, formatted.
         glue: glue the four values into the notebook (requires myst-nb; off outside notebooks).
-
-    Returns:
-        the summary line.
     """
     if not isinstance(erratum_id, str) or not _ID.match(erratum_id):
         raise ValueError(f"erratum_id must look like 'NN_short_name' (two digits, underscore, snake_case), "
@@ -368,9 +389,7 @@ def record_erratum(erratum_id: str, where: str, written: str, correct: str, evid
 
         for key, text in zip(erratum_keys(erratum_id), values):
             _glue(key, Text(text), display=False)
-    summary = f"[erratum] {where}: written {written}; correct {correct} — shown by: {evidence}"
-    print(summary)
-    return summary
+    print(f"[erratum] {where}: written {written}; correct {correct} — shown by: {evidence}")
 
 
 def _recorded_ids(notebook: dict, prefix: str, first_part: str) -> List[str]:

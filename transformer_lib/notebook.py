@@ -163,27 +163,34 @@ def listing(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _table_cell(cell: Any) -> str:
+    """``str(cell)`` for a Markdown table: its pipes escaped (an unescaped one would start a new column)."""
+    return str(cell).replace("|", "\\|")
+
+
 def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]):
     """A Markdown table (an ``IPython.display.Markdown``) from a header and rows of formatted cells.
 
     Args:
         header: the column titles.
-        rows: one sequence per row, as many cells as ``header``; each cell is shown as ``str(cell)``.
+        rows: one sequence per row, as many cells as ``header``; each cell is shown as ``str(cell)``, a ``|`` in
+            it (``max |x|``) escaped so that it does not split the cell.
 
     Raises:
         ValueError: if ``header`` is empty or a row has another number of cells.
     """
     from IPython.display import Markdown
 
-    header = [str(h) for h in header]
+    header = [_table_cell(h) for h in header]
     if not header:
         raise ValueError("header must name at least one column, got none")
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for i, row in enumerate(rows):
-        cells = [str(c) for c in row]
-        if len(cells) != len(header):
+        row = list(row)
+        if len(row) != len(header):
             raise ValueError(f"rows[{i}] must have {len(header)} cells (one per column of the header), "
-                             f"got {len(cells)}: {cells!r}")
+                             f"got {len(row)}: {[str(c) for c in row]!r}")
+        cells = [_table_cell(c) for c in row]
         lines.append("| " + " | ".join(cells) + " |")
     return Markdown("\n".join(lines))
 
