@@ -232,7 +232,7 @@ def main(argv=None) -> dict:
     achieved = tokens_per_s * per_token
     ff_shape = f"({B * T}x{d})@({d}x{cfg.d_ff})"
 
-    threads_text = f"{threads} thread{'' if threads == 1 else 's'}"
+    threads_text = benchkit.threads_text(threads)
     figure("lm_train_tokens_per_s", f"{tokens_per_s:.0f}",
            f"d_model={d} n_layers={L} n_heads={settings['n_heads']} block={T} batch={B}, {threads_text}, "
            f"median of {rounds} rounds of {steps} steps")

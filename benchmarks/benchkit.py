@@ -89,6 +89,11 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+def threads_text(n: int, kind: str = "") -> str:
+    """``'1 thread'``, ``'2 CPU threads'``: a thread count in words (``kind`` before the noun)."""
+    return f"{n} {kind}thread{'' if n == 1 else 's'}"
+
+
 def synchronize(device) -> None:
     """Wait for queued GPU work so that a timer measures it (no-op on the CPU)."""
     import torch

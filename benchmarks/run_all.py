@@ -74,11 +74,6 @@ GPU_COMMANDS = (
 
 
 # ------------------------------------------------------------------------------------------- running
-
-def threads_text(n, kind: str = "") -> str:
-    """'1 CPU thread', '2 CPU threads'."""
-    return f"{n} {kind}thread{'' if n == 1 else 's'}"
-
 def run_logged(cmd: list, env=None) -> tuple:
     """Run ``cmd``, echo its output line by line, return ``(returncode, output, seconds)``."""
     start = time.perf_counter()
@@ -321,7 +316,7 @@ def make_plots(results: dict, out: Path) -> list:
         ax.barh([b[0] for b in bars][::-1], [b[1] / 1e9 for b in bars][::-1], color=[b[2] for b in bars][::-1])
         ax.axvline(det["peak_flops"] / 1e9 * det["target_mfu"], color="grey", ls="--", lw=1,
                    label=f"target: {det['target_mfu']:.0%} of the best matmul")
-        ax.set_xlabel(f"GFLOP/s ({det['peak_dtype']}, {threads_text(det['threads'])})")
+        ax.set_xlabel(f"GFLOP/s ({det['peak_dtype']}, {benchkit.threads_text(det['threads'])})")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     else:
         _empty(ax, "not measured")
@@ -459,8 +454,8 @@ def render_summary(results: dict) -> str:
                  f"n_heads={s['n_heads']}, block T={s['block_size']}, batch {s['batch_size']}, character vocabulary "
                  f"of {det['vocab_size']}; N = {det['n_linear']:,} matmul weights, so 6N + 12LTd = "
                  f"{det['flops_per_token'] / 1e6:.2f} MFLOP per token ({det['attention_flops_fraction']:.0%} of it "
-                 f"in attention's q·kᵀ and weights·v); {threads_text(det['threads'], 'CPU ')}, {det['rounds']} rounds of "
-                 f"{det['steps_per_round']} steps.", ""]
+                 f"in attention's q·kᵀ and weights·v); {benchkit.threads_text(det['threads'], 'CPU ')}, "
+                 f"{det['rounds']} rounds of {det['steps_per_round']} steps.", ""]
         if det.get("step_profile_s"):
             p = det["step_profile_s"]
             body += [f"One profiled training step: {p['gemm'] / p['total']:.0%} of its time in matmuls, "

@@ -186,11 +186,10 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]):
         raise ValueError("header must name at least one column, got none")
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for i, row in enumerate(rows):
-        row = list(row)
-        if len(row) != len(header):
-            raise ValueError(f"rows[{i}] must have {len(header)} cells (one per column of the header), "
-                             f"got {len(row)}: {[str(c) for c in row]!r}")
         cells = [_table_cell(c) for c in row]
+        if len(cells) != len(header):
+            raise ValueError(f"rows[{i}] must have {len(header)} cells (one per column of the header), "
+                             f"got {len(cells)}: {cells!r}")
         lines.append("| " + " | ".join(cells) + " |")
     return Markdown("\n".join(lines))
 
