@@ -131,6 +131,7 @@ def execute_chapter(path: str) -> None:
     nb = nbformat.read(ROOT / path, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str((ROOT / path).parent)}})
+    client.widget_registry = {}  # no Output-widget imitation: booktools.notebooks.without_output_widgets
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start

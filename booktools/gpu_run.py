@@ -316,6 +316,7 @@ def execute(path: Path, limit_s: float, env: dict | None = None) -> tuple[dict, 
                             timeout_func=lambda cell: max(1, math.ceil(limit_s - (time.perf_counter() - start))),
                             on_cell_start=started,
                             startup_timeout=300)  # thirteen kernels starting at once on one machine take a while
+    notebooks.without_output_widgets(client)
     status = "ok"
     try:
         client.execute()

@@ -71,6 +71,7 @@ def execute(args: tuple[str, str, int]) -> str:
     os.environ.pop("MPLBACKEND", None)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}}, allow_errors=True)
+    bookkit.without_output_widgets(client)
     start = time.perf_counter()
     client.execute()
     target = OUT / config / path.name

@@ -30,6 +30,22 @@ CHAPTER_NAME = re.compile(r"^(\d\d)_[a-z0-9_]+$")
 #: Prefix of the MIME types of a value glued with ``display=False`` (myst-nb's convention).
 GLUE_PREFIX = "application/papermill.record/"
 
+
+def without_output_widgets(client):
+    """An nbclient ``NotebookClient`` that does not act as a front end for ipywidgets' Output widget; returns it.
+
+    By default nbclient imitates one: while a cell such as ``widgets.interactive(...)`` runs, it sends the widget's
+    new outputs to the kernel on the shell channel, the channel on which it awaits that cell's reply, and now and then
+    the reply is then not seen until the wait times out (nbclient issue #312). On 2026-12-02 the explorer cells of
+    chapters 1 and 2 each held a simulated-Colab run for the whole 600 s of the cell timeout, the kernel idle and its
+    reply waiting, and then passed. Without the imitation the Output widget's outputs go to the cell. For runs that
+    keep no widget state; ``run_chapter``, whose stored notebooks the book renders with their widgets, keeps it.
+    (The registry is set after construction: ``NotebookClient`` takes no such argument.)
+    """
+    client.widget_registry = {}
+    return client
+
+
 # --------------------------------------------------------------------------- the Colab set-up cell
 # The first code cell of every chapter: hidden in the book (tag), a no-op outside Colab.
 BOOTSTRAP_TAG = "remove-cell"

@@ -375,3 +375,22 @@ def test_readme_library_example_runs():
                           timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, f"README.md's library example failed:\n{done.stderr[-2000:]}"
     assert "torch.Size([2, 4," in done.stdout, done.stdout  # the last line: cross-attention weights per head
+
+
+def test_without_output_widgets_sends_nothing_to_the_kernel_mid_cell(tmp_path):
+    """A client from notebooks.without_output_widgets executes an ipywidgets explorer with no Output-widget imitation:
+    the explorer's figure lands in the cell's outputs, and no comm object could write to the shell channel."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import ipywidgets as widgets\n"
+        "widgets.interactive(lambda n=1: print('value', n), n=widgets.IntSlider(value=3, min=1, max=5))")])
+    client = notebooks.without_output_widgets(NotebookClient(nb, timeout=120, kernel_name="python3",
+                                                             resources={"metadata": {"path": str(tmp_path)}}))
+    client.execute()
+    printed = "".join(o.get("text", "") for o in nb.cells[0].outputs)
+    assert "value 3" in printed and client.comm_objects == {}
+    imitating = NotebookClient(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(nb.cells[0].source)]),
+                               timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    imitating.execute()
+    assert imitating.comm_objects  # the default: an Output widget whose outputs nbclient keeps itself

@@ -192,8 +192,8 @@ def test_tiny_student_edition_executes(tiny):
 
     _, student, _ = tiny
     nb = notebooks.read_notebook(student)
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(student.parent)}}).execute()
+    notebooks.without_output_widgets(NotebookClient(nb, timeout=120, kernel_name="python3", resources={
+        "metadata": {"path": str(student.parent)}})).execute()
     checks = [c for c in nb.cells if c.cell_type == "code" and "exercises.check" in c.source]
     outputs = ["".join(o.get("text", "") for o in c.outputs) for c in checks]
     assert len(outputs) == 2 and all(NOT_IMPLEMENTED in out for out in outputs), outputs
@@ -414,8 +414,8 @@ def test_student_chapter_executes(student_edition, chapter):
 
     path = _student(student_edition, chapter)
     nb = notebooks.read_notebook(path)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    notebooks.without_output_widgets(NotebookClient(nb, timeout=300, kernel_name="python3", resources={
+        "metadata": {"path": str(path.parent)}})).execute()
     for cell in nb.cells:
         if cell.cell_type == "code" and "starter" in notebooks.cell_tags(cell):
             index = nb.cells.index(cell)

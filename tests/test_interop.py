@@ -353,6 +353,79 @@ def test_marian_comparison_is_sensitive_and_cache_decoding_matches():
     assert (changed - ours(src, tgt, src_mask=real)).abs().max() > 1e-3
 
 
+def reversal_batch(n, generator):
+    """n pairs of a toy task: a source of 2-8 ids in 3..19 (padded with 0) and the target, its reverse then EOS."""
+    src, tgt = torch.zeros(n, 8, dtype=torch.long), torch.zeros(n, 9, dtype=torch.long)
+    for i, length in enumerate(torch.randint(2, 9, (n,), generator=generator).tolist()):
+        ids = torch.randint(3, 20, (length,), generator=generator)
+        src[i, :length], tgt[i, :length], tgt[i, length] = ids, ids.flip(0), 2
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def trained_marian():
+    """A small Marian model trained for 500 steps on reversing its source. Decoding it is a real search: outputs end
+    at many lengths, some rows run to the length limit, and beam search often disagrees with greedy decoding (an
+    untrained random model repeats one token, so every method returns the same output)."""
+    torch.manual_seed(0)
+    hf = marian().train()
+    optimizer = torch.optim.AdamW(hf.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(500):
+        src, tgt = reversal_batch(32, generator)
+        start = torch.zeros(len(tgt), 1, dtype=torch.long)  # Marian starts decoding from its pad id, 0
+        loss = hf(input_ids=src, attention_mask=(src != 0).long(), decoder_input_ids=torch.cat([start, tgt[:, :-1]], 1),
+                  labels=tgt.masked_fill(tgt == 0, -100)).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return hf.eval()
+
+
+def up_to_eos(ids, eos=2, pad=0, length=None):
+    """Each row cut after its first EOS and padded with `pad` to `length` columns (Hugging Face fills with EOS)."""
+    out = torch.full((len(ids), max(length or 0, ids.shape[1])), pad, dtype=torch.long)
+    for i, row in enumerate(ids):
+        ends = (row == eos).nonzero()
+        n = int(ends[0]) + 1 if len(ends) else len(row)
+        out[i, :n] = row[:n]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size, length_penalty", [(1, 1.0), (4, 0.0), (4, 1.0), (3, 2.0), (5, 0.5)])
+def test_beam_search_matches_hf_generate(trained_marian, beam_size, length_penalty):
+    """Our beam search returns what Hugging Face's returns, with the same score, on 64 sources of a trained model;
+    with beam_size=1 both are greedy decoding."""
+    from transformer_lib.generation import beam_search, greedy_translate
+
+    hf, max_len = trained_marian, 12
+    ours = from_hf(hf)
+    src, _ = reversal_batch(64, torch.Generator().manual_seed(2))
+    real = src != 0
+    options = dict(num_beams=beam_size, early_stopping=True) if beam_size > 1 else dict(num_beams=1)
+    with torch.no_grad():
+        theirs = hf.generate(input_ids=src, attention_mask=real.long(), do_sample=False, max_length=max_len + 1,
+                             length_penalty=length_penalty, forced_eos_token_id=None, output_scores=True,
+                             return_dict_in_generate=True, **options)
+    special = dict(bos_id=0, eos_id=2, pad_id=0, src_mask=real)
+    mine, logp = beam_search(ours, src, beam_size=beam_size, max_len=max_len, length_penalty=length_penalty,
+                             return_scores=True, **special)
+    width = max(mine.shape[1], theirs.sequences.shape[1] - 1)
+    assert torch.equal(up_to_eos(mine, length=width), up_to_eos(theirs.sequences[:, 1:], length=width))
+    ended = (mine == 2).any(1)
+    assert ended.any() and not ended.all()  # some rows end with EOS, others run to max_len
+    greedy = greedy_translate(ours, src, max_len=max_len, **special)
+    width = max(width, greedy.shape[1])
+    differs = (up_to_eos(greedy, length=width) != up_to_eos(mine, length=width)).any(1)
+    if beam_size == 1:
+        assert not differs.any()
+    else:
+        assert differs.any()  # the search is not greedy decoding in disguise
+        lengths = torch.where(ended, (mine == 2).int().argmax(1) + 1, mine.shape[1]).float()  # EOS counted
+        torch.testing.assert_close(logp / lengths ** length_penalty, theirs.sequences_scores, atol=1e-4, rtol=0)
+
+
 def test_marian_attention_weights_match_with_padding():
     hf = marian(attn_implementation="eager")
     ours = from_hf(hf)

@@ -316,7 +316,10 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len
     Every row keeps the ``K = beam_size`` most likely partial translations (by summed log-probability). At each
     step all ``K·V`` one-token extensions are scored and the best are kept; an extension that ends in EOS among
     the ``K`` best is set aside as a completed hypothesis. A row stops when it has ``K`` completed hypotheses
-    (or after ``max_len`` tokens, when its unfinished beams join the pool); the answer is the hypothesis with the
+    before ``max_len`` tokens (after ``max_len`` tokens, its unfinished beams join the pool) -- the stopping rule of
+    fairseq's sequence generator and of Hugging Face's ``generate(..., num_beams=K, early_stopping=True)``, whose
+    outputs it reproduces (tests/test_interop.py); a search that went on could still find a hypothesis that scores
+    better. The answer is the hypothesis with the
     best length-normalised score ``log p(y) / |y|^α`` (α = ``length_penalty``; 0 compares raw log-probabilities,
     larger values favour longer outputs). With ``beam_size=1`` this is exactly greedy decoding.
 
@@ -388,7 +391,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len
                 score = float(cand_scores[r, j])
                 hyp = torch.cat([tokens[r * k + int(cand_beam[r, j]), 1:], tokens.new_tensor([eos_id])])
                 completed[r].append((normalise(score, step), score, hyp))
-                if len(completed[r]) >= k:
+                if len(completed[r]) >= k and step < max_len:  # at max_len the unfinished beams compete too
                     done[r] = True
             if all(done):
                 break
