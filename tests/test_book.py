@@ -379,7 +379,7 @@ def test_readme_library_example_runs():
 
 def test_without_output_widgets_sends_nothing_to_the_kernel_mid_cell(tmp_path):
     """A client from notebooks.without_output_widgets executes an ipywidgets explorer with no Output-widget imitation:
-    the explorer's figure lands in the cell's outputs, and no comm object could write to the shell channel."""
+    what the explorer prints lands in the cell's outputs, and no comm object could write to the shell channel."""
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
