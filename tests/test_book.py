@@ -317,6 +317,23 @@ def test_cells_show_no_capped_run_machinery(path):
                            "in tests/smoke_settings.py")
 
 
+CHAPTER_DURATION = re.compile(r"(?:chapter|notebook|page)\s+runs\s+(?:in|within)\b[^\n]*?"
+                              r"(?:minute|second|\d\s*s\b)", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=chapter_id)
+def test_cells_state_no_chapter_duration(path):
+    """How long a chapter runs is measured (`make times`, the README), not written into its cells: such a sentence
+    is a figure no cell computes, and it goes stale (three said "well under a minute" of chapters that took 72 to
+    337 s on the machine that stored them)."""
+    nb = load(path)
+    for number, (_, cell) in enumerate(notebooks.code_cells(nb)):
+        found = CHAPTER_DURATION.search(notebooks.cell_source(cell))
+        assert not found, f"{where(path, number, cell)} states how long the chapter runs: {found[0]!r}"
+    found = CHAPTER_DURATION.search(markdown_text(nb))
+    assert not found, f"{notebooks.relative(path)}: the prose states how long the chapter runs: {found[0]!r}"
+
+
 def test_smoke_settings_name_chapters_and_their_settings():
     """Every entry of tests/smoke_settings.py is a chapter of the book and names only settings that chapter has
     (test-colab would fail on an unknown key too, but only after minutes)."""

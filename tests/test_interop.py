@@ -426,6 +426,62 @@ def test_beam_search_matches_hf_generate(trained_marian, beam_size, length_penal
         torch.testing.assert_close(logp / lengths ** length_penalty, theirs.sequences_scores, atol=1e-4, rtol=0)
 
 
+@pytest.mark.slow
+def test_suppressed_tokens_match_hf_bad_words_ids(trained_marian):
+    """suppress_ids is Hugging Face's bad_words_ids of single tokens with renormalize_logits=True: the same outputs
+    and scores, greedy and beam, when the suppressed tokens are ones the model wants (the two most frequent first
+    tokens of its greedy outputs) plus the pad id that starts Marian's decoder, as the real checkpoints forbid."""
+    from transformer_lib.generation import beam_search, greedy_translate, sequence_logprob
+
+    hf, max_len = trained_marian, 12
+    ours = from_hf(hf)
+    src, _ = reversal_batch(64, torch.Generator().manual_seed(3))
+    real = src != 0
+    special = dict(bos_id=0, eos_id=2, pad_id=0, src_mask=real)
+    free = greedy_translate(ours, src, max_len=max_len, **special)
+    wanted = torch.bincount(free[:, 0]).topk(2).indices.tolist()
+    suppress = [0] + wanted
+    for beam_size in (1, 4):
+        options = dict(num_beams=beam_size, early_stopping=True) if beam_size > 1 else dict(num_beams=1)
+        with torch.no_grad():
+            theirs = hf.generate(input_ids=src, attention_mask=real.long(), do_sample=False, max_length=max_len + 1,
+                                 length_penalty=1.0, forced_eos_token_id=None, bad_words_ids=[[i] for i in suppress],
+                                 renormalize_logits=True, output_scores=True, return_dict_in_generate=True, **options)
+        if beam_size == 1:
+            mine = greedy_translate(ours, src, max_len=max_len, suppress_ids=suppress, **special)
+        else:
+            mine, logp = beam_search(ours, src, beam_size=beam_size, max_len=max_len, return_scores=True,
+                                     suppress_ids=suppress, **special)
+        width = max(mine.shape[1], theirs.sequences.shape[1] - 1, free.shape[1])
+        assert torch.equal(up_to_eos(mine, length=width), up_to_eos(theirs.sequences[:, 1:], length=width))
+        body = up_to_eos(mine, length=width)
+        assert not torch.isin(body[:, 0], torch.tensor(suppress)).any()
+        assert not torch.isin(body[body != 0], torch.tensor(wanted)).any()    # never generated, anywhere
+        assert (up_to_eos(free, length=width) != body).any(1).sum() >= 8       # the suppression changed outputs
+        if beam_size > 1:
+            ended = (mine == 2).any(1)
+            lengths = torch.where(ended, (mine == 2).int().argmax(1) + 1, mine.shape[1]).float()
+            torch.testing.assert_close(logp / lengths, theirs.sequences_scores, atol=1e-4, rtol=0)
+            rescored = sequence_logprob(ours, src, mine, suppress_ids=suppress, **special)
+            torch.testing.assert_close(rescored, logp, atol=1e-4, rtol=0)
+            assert (sequence_logprob(ours, src, mine, **special) < rescored - 1e-3).any()   # renormalised: higher
+
+
+@pytest.mark.parametrize("suppress, error, match", [
+    (3, TypeError, "suppress_ids must be a sequence"), ("ab", TypeError, "suppress_ids must be a sequence"),
+    ([1, -2], ValueError, r"\(ints >= 0\), got \[1, -2\]"), ([True], ValueError, "suppress_ids"),
+    ([10_000], ValueError, "below the vocabulary size"),
+])
+def test_suppress_ids_bad_input(suppress, error, match):
+    from transformer_lib.generation import beam_search, greedy_translate
+
+    ours = from_hf(marian())
+    src = torch.tensor([[5, 6, 7]])
+    for decode in (greedy_translate, beam_search):
+        with pytest.raises(error, match=match):
+            decode(ours, src, max_len=4, bos_id=0, eos_id=2, pad_id=0, suppress_ids=suppress)
+
+
 def test_marian_attention_weights_match_with_padding():
     hf = marian(attn_implementation="eager")
     ours = from_hf(hf)

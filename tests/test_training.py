@@ -179,6 +179,29 @@ def test_fit_is_deterministic_with_a_seed():
     assert a == b
 
 
+
+def test_fit_default_optimizer_on_cpu_updates_as_the_per_parameter_adamw_bit_for_bit():
+    """On the CPU fit's default AdamW is the multi-tensor implementation (fewer calls per update): its updates must
+    be those of the per-parameter loop (foreach=False) to the last bit, so that no stored chapter output moves.
+    Weight decay on the matrices only, warm-up and clipping, as fit's default; a model with many small parameters."""
+    def model_of():
+        torch.manual_seed(3)
+        return nn.Sequential(nn.Linear(D_IN, 16), nn.LayerNorm(16), nn.ReLU(), nn.Linear(16, 16), nn.LayerNorm(16),
+                             nn.ReLU(), nn.Linear(16, N_CLASSES))
+
+    options = dict(steps=30, warmup_steps=5, schedule="cosine", clip_grad=0.5, seed=0)
+    ours = model_of()
+    h_ours = tr.fit(ours, classification_batches(), tr.classification_loss, lr=2e-2, weight_decay=0.1, **options)
+    assert h_ours.grad_norm[0] > 0.5                          # clipping was active at the start
+    plain = model_of()
+    params = list(plain.parameters())
+    optimizer = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+                                   {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                                  lr=2e-2, foreach=False)
+    h_plain = tr.fit(plain, classification_batches(), tr.classification_loss, optimizer=optimizer, **options)
+    assert h_ours.train_loss == h_plain.train_loss
+    assert all(torch.equal(p, q) for p, q in zip(ours.parameters(), plain.parameters()))
+
 @pytest.mark.parametrize("schedule", ["constant", "inverse_sqrt"])
 def test_fit_continued_with_start_step_equals_one_longer_run(schedule):
     """fit(a + b) and fit(a) then fit(b, start_step=a) with the same optimizer make the same updates, for a schedule

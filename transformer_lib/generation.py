@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 from numbers import Real
-from typing import Optional, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -268,8 +268,31 @@ def _decode_last(model, tokens, memory, src_mask, cache) -> torch.Tensor:
     return model.decode(inp, memory, src_mask=src_mask, cache=cache)[:, -1]  # (B, V)
 
 
+def _check_suppress(suppress_ids) -> Tuple[int, ...]:
+    """``suppress_ids`` validated: a sequence of ids >= 0 (their upper bound is checked against the logits)."""
+    if isinstance(suppress_ids, (str, bytes)) or not isinstance(suppress_ids, Sequence):
+        raise TypeError(f"suppress_ids must be a sequence of token ids (e.g. [pad_id]), got "
+                        f"{type(suppress_ids).__name__} {suppress_ids!r}")
+    for i in suppress_ids:
+        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+            raise ValueError(f"suppress_ids must hold token ids (ints >= 0), got {list(suppress_ids)!r}")
+    return tuple(suppress_ids)
+
+
+def _suppress(logits: torch.Tensor, ids: Tuple[int, ...]) -> torch.Tensor:
+    """``logits`` (N, V) with the columns ``ids`` set to -inf: those tokens get probability 0 and the softmax
+    spreads their share over the others."""
+    if not ids:
+        return logits
+    if max(ids) >= logits.shape[-1]:
+        raise ValueError(f"suppress_ids must be token ids below the vocabulary size {logits.shape[-1]}, got "
+                         f"{list(ids)!r}")
+    return logits.index_fill(-1, torch.tensor(ids, device=logits.device), float("-inf"))
+
+
 def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int = 1, eos_id: int = 2,
-                     pad_id: int = 0, src_mask: Optional[torch.Tensor] = None, use_cache: bool = True) -> torch.Tensor:
+                     pad_id: int = 0, src_mask: Optional[torch.Tensor] = None, use_cache: bool = True,
+                     suppress_ids: Sequence[int] = ()) -> torch.Tensor:
     """Greedy decoding for any seq2seq model: at each step append the most likely next token.
 
     Args:
@@ -281,6 +304,8 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: 
         pad_id: fills each row after its EOS; also defines the default ``src_mask``.
         src_mask: (B, S) bool, True = real source token (default ``src != pad_id``).
         use_cache: feed one token per step through ``model.new_cache()`` instead of re-running the prefix.
+        suppress_ids: token ids never generated (Hugging Face's ``bad_words_ids`` of single tokens), e.g. Marian's
+            pad id, which starts its decoder and is never an output word.
 
     Shapes:
         src (B, S) long -> (B, L) long, ``L <= max_len``.
@@ -290,6 +315,7 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: 
         row that never produced EOS holds ``max_len`` tokens. ``L`` is the length of the longest row.
     """
     _check_special(bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
+    suppress_ids = _check_suppress(suppress_ids)
     src, src_mask = _prepare_seq2seq(model, src, src_mask, pad_id, max_len)
     b = src.shape[0]
     tokens = torch.full((b, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -298,7 +324,7 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: 
         memory = model.encode(src, src_mask)
         cache = model.new_cache() if use_cache else None
         for _ in range(max_len):
-            nxt = _decode_last(model, tokens, memory, src_mask, cache).argmax(-1)  # (B,)
+            nxt = _suppress(_decode_last(model, tokens, memory, src_mask, cache), suppress_ids).argmax(-1)  # (B,)
             nxt = nxt.masked_fill(finished, pad_id)
             finished = finished | (nxt == eos_id)
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)
@@ -309,8 +335,8 @@ def greedy_translate(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: 
 
 def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len: int = 64,
                 length_penalty: float = 1.0, bos_id: int = 1, eos_id: int = 2, pad_id: int = 0,
-                src_mask: Optional[torch.Tensor] = None, return_scores: bool = False
-                ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
+                src_mask: Optional[torch.Tensor] = None, return_scores: bool = False,
+                suppress_ids: Sequence[int] = ()) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Batched beam search for any seq2seq model (Sutskever et al., 2014; Wu et al., 2016).
 
     Every row keeps the ``K = beam_size`` most likely partial translations (by summed log-probability). At each
@@ -335,6 +361,9 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len
         bos_id, eos_id, pad_id: special ids (PAD fills each row after its EOS).
         src_mask: (B, S) bool, True = real source token (default ``src != pad_id``).
         return_scores: also return the log-probability of each returned hypothesis.
+        suppress_ids: token ids never generated: their logits are set to -inf before the softmax, so the other
+            tokens' probabilities are renormalised (Hugging Face's ``bad_words_ids`` of single tokens with
+            ``renormalize_logits=True``); e.g. Marian's pad id, which starts its decoder and is never an output word.
 
     Shapes:
         src (B, S) long -> (B, L) long; scores (B,) float.
@@ -352,6 +381,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len
     if not math.isfinite(length_penalty):
         raise ValueError(f"length_penalty must be finite (0 = raw log-probabilities), got {length_penalty!r}")
     _check_special(bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
+    suppress_ids = _check_suppress(suppress_ids)
     src, src_mask = _prepare_seq2seq(model, src, src_mask, pad_id, max_len)
     b, k, device = src.shape[0], beam_size, src.device
     alpha = float(length_penalty)
@@ -374,7 +404,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len
         memory = model.encode(src_k, mask_k)
         cache = model.new_cache()
         for step in range(1, max_len + 1):
-            logits = _decode_last(model, tokens, memory, mask_k, cache)  # (B·K, V)
+            logits = _suppress(_decode_last(model, tokens, memory, mask_k, cache), suppress_ids)  # (B·K, V)
             logp = torch.log_softmax(logits.float(), dim=-1)
             v = logp.shape[-1]
             cand = (beam_scores.view(b * k, 1) + logp).view(b, k * v)  # (B, K·V)
@@ -426,7 +456,8 @@ def beam_search(model: nn.Module, src: torch.Tensor, beam_size: int = 4, max_len
 
 
 def sequence_logprob(model: nn.Module, src: torch.Tensor, hyp: torch.Tensor, bos_id: int = 1, eos_id: int = 2,
-                     pad_id: int = 0, src_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+                     pad_id: int = 0, src_mask: Optional[torch.Tensor] = None,
+                     suppress_ids: Sequence[int] = ()) -> torch.Tensor:
     """Log-probability ``log p(y | x) = Σ_t log p(y_t | y_<t, x)`` of given outputs under a seq2seq model.
 
     Tokens up to and including each row's first EOS count (the whole row if it has no EOS), so the outputs of
@@ -438,6 +469,8 @@ def sequence_logprob(model: nn.Module, src: torch.Tensor, hyp: torch.Tensor, bos
         hyp: output ids without BOS (``y₁ … EOS PAD …``).
         bos_id, eos_id, pad_id: special ids.
         src_mask: (B, S) bool, True = real source token (default ``src != pad_id``).
+        suppress_ids: score under the distribution a decoder with these ``suppress_ids`` draws from (the
+            others renormalised), as :func:`beam_search` reports its scores.
 
     Shapes:
         src (B, S), hyp (B, L) -> (B,) float.
@@ -446,6 +479,7 @@ def sequence_logprob(model: nn.Module, src: torch.Tensor, hyp: torch.Tensor, bos
         The summed log-probability of each row.
     """
     _check_special(bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
+    suppress_ids = _check_suppress(suppress_ids)
     hyp = _check_ids("hyp", hyp)
     src, src_mask = _prepare_seq2seq(model, src, src_mask, pad_id, hyp.shape[1])
     if hyp.shape[0] != src.shape[0]:
@@ -456,6 +490,7 @@ def sequence_logprob(model: nn.Module, src: torch.Tensor, hyp: torch.Tensor, bos
     after_eos = (hyp == eos_id).long().cumsum(1) - (hyp == eos_id).long() > 0  # (B, L)
     with _inference(model):
         memory = model.encode(src, src_mask)
-        logp = torch.log_softmax(model.decode(tgt_in, memory, src_mask=src_mask).float(), dim=-1)  # (B, L, V)
+        logits = model.decode(tgt_in, memory, src_mask=src_mask)  # (B, L, V)
+        logp = torch.log_softmax(_suppress(logits.flatten(0, 1), suppress_ids).view_as(logits).float(), dim=-1)
     token_logp = logp.gather(-1, hyp[..., None]).squeeze(-1)  # (B, L)
     return token_logp.masked_fill(after_eos, 0.0).sum(1)

@@ -346,9 +346,13 @@ def fit(
             {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
         ]
-        # fused AdamW on CUDA: one kernel for all parameters, its step counters on the device (no host reads)
+        # fused AdamW on CUDA: one kernel for all parameters, its step counters on the device (no host reads).
+        # Elsewhere the multi-tensor ("foreach") implementation: the per-parameter arithmetic of the default loop,
+        # bit for bit (tests/test_training.py), in a few calls instead of about ten per parameter. That matters for
+        # a deep stack of small layers on a CPU: chapter 8's 12-block model of width 32 (149 parameter tensors)
+        # trained 11 % faster per step (medians of six runs of 100 steps, one thread, 2026-12-02).
         optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr,
-                                      **({"fused": True} if device.type == "cuda" else {}))
+                                      **({"fused": True} if device.type == "cuda" else {"foreach": True}))
     scheduler = make_scheduler(optimizer, warmup_steps=warmup_steps, total_steps=start_step + steps, kind=schedule,
                                start_step=start_step)
 
