@@ -139,6 +139,9 @@ def test_accuracy_saturated_and_combined():
     assert accuracy_saturated([0.97], threshold=0.95).check == "every model's accuracy ≥ 0.95"
     b = a & accuracy_saturated([0.5], threshold=0.95)
     assert not b.passed and b.check.count(";") == 1 and str(b).startswith("✗")
+    c = accuracy_saturated({"RNN": 0.9804, "Transformer": 0.999}, threshold=0.9, what="exact match", percent=True)
+    assert c.passed and str(c) == "✓ every model checked (RNN / Transformer): exact match ≥ 90 %: lowest 98.0 % (RNN)"
+    assert not accuracy_saturated([0.8995], threshold=0.9, percent=True).passed   # "90.0 %" in words, still below
 
 
 @pytest.mark.parametrize("call, error, match", [
@@ -151,6 +154,7 @@ def test_accuracy_saturated_and_combined():
     (lambda: loss_flattened(3.0, 0.1), TypeError, "curves must be a list"),
     (lambda: accuracy_saturated([1.2], 0.9), ValueError, r"must be in \[0, 1\], got 1.2"),
     (lambda: accuracy_saturated([0.9], 1.5), ValueError, r"threshold must be in \(0, 1\]"),
+    (lambda: accuracy_saturated([0.9], 0.5, percent="yes"), TypeError, "percent must be True or False, got str"),
     (lambda: Adequacy("", "x", True), ValueError, "Adequacy.check must be a non-empty str"),
     (lambda: Adequacy("c", "x", 1), TypeError, "Adequacy.passed must be a bool, got int 1"),
 ])

@@ -263,13 +263,15 @@ def loss_flattened(curves: Union[Mapping[str, Sequence[float]], Sequence[float]]
 
 
 def accuracy_saturated(accuracies: Union[Mapping[str, float], Sequence[float]], threshold: float,
-                       what: str = "accuracy") -> Adequacy:
+                       what: str = "accuracy", percent: bool = False) -> Adequacy:
     """Every model has reached ``threshold`` (e.g. 0.95 training or validation accuracy on the task it learns).
 
     Args:
         accuracies: each model's accuracy in [0, 1] (name -> accuracy, or a list).
         threshold: the accuracy every model must reach, in (0, 1].
         what: which accuracy, in words (e.g. ``'validation accuracy at the training lengths'``).
+        percent: state the threshold and the lowest accuracy in percent (``≥ 90 %: lowest 98.0 %``), for a chapter
+            whose prose gives accuracies in percent; the default states fractions (``≥ 0.90: lowest 0.980``).
 
     Returns:
         Adequacy: passed when ``min(accuracies) >= threshold``; ``measured`` names the lowest.
@@ -281,9 +283,13 @@ def accuracy_saturated(accuracies: Union[Mapping[str, float], Sequence[float]], 
     threshold = check_number("threshold", threshold, strict=True)
     if threshold > 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+    if not isinstance(percent, bool):
+        raise TypeError(f"percent must be True or False, got {type(percent).__name__} {percent!r}")
     low_name, low = min(items, key=lambda kv: kv[1])
     where = f" ({low_name})" if isinstance(accuracies, Mapping) and len(items) > 1 else ""
     which = f"{_models_checked(accuracies, items)}: {what}" if isinstance(accuracies, Mapping) else f"every model's {what}"
+    if percent:
+        return Adequacy(f"{which} ≥ {100 * threshold:g} %", f"lowest {100 * low:.1f} %{where}", low >= threshold)
     return Adequacy(f"{which} ≥ {threshold:.2f}", f"lowest {low:.3f}{where}", low >= threshold)
 
 
