@@ -430,7 +430,7 @@ def test_beam_search_matches_hf_generate(trained_marian, beam_size, length_penal
 def test_suppressed_tokens_match_hf_bad_words_ids(trained_marian):
     """suppress_ids is Hugging Face's bad_words_ids of single tokens with renormalize_logits=True: the same outputs
     and scores, greedy and beam, when the suppressed tokens are ones the model wants (the two most frequent first
-    tokens of its greedy outputs) plus the pad id that starts Marian's decoder, as the real checkpoints forbid."""
+    tokens of its greedy outputs) plus the pad id that starts Marian's decoder."""
     from transformer_lib.generation import beam_search, greedy_translate, sequence_logprob
 
     hf, max_len = trained_marian, 12

@@ -280,7 +280,7 @@ def _check_suppress(suppress_ids) -> Tuple[int, ...]:
 
 
 def _suppress(logits: torch.Tensor, ids: Tuple[int, ...]) -> torch.Tensor:
-    """``logits`` (N, V) with the columns ``ids`` set to -inf: those tokens get probability 0 and the softmax
+    """``logits`` (..., V) with the entries ``ids`` of the last axis set to -inf: those tokens get probability 0 and the softmax
     spreads their share over the others."""
     if not ids:
         return logits
@@ -490,7 +490,7 @@ def sequence_logprob(model: nn.Module, src: torch.Tensor, hyp: torch.Tensor, bos
     after_eos = (hyp == eos_id).long().cumsum(1) - (hyp == eos_id).long() > 0  # (B, L)
     with _inference(model):
         memory = model.encode(src, src_mask)
-        logits = model.decode(tgt_in, memory, src_mask=src_mask)  # (B, L, V)
-        logp = torch.log_softmax(_suppress(logits.flatten(0, 1), suppress_ids).view_as(logits).float(), dim=-1)
+        logits = _suppress(model.decode(tgt_in, memory, src_mask=src_mask), suppress_ids)  # (B, L, V)
+        logp = torch.log_softmax(logits.float(), dim=-1)
     token_logp = logp.gather(-1, hyp[..., None]).squeeze(-1)  # (B, L)
     return token_logp.masked_fill(after_eos, 0.0).sum(1)
