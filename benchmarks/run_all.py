@@ -187,26 +187,40 @@ def all_figures(results: dict) -> list:
     return out
 
 
+def _over_budget(rows: list) -> dict:
+    """A figure counting the chapters of ``rows`` (dicts with ``chapter`` and ``seconds``) over their own budget
+    (``chapter_times.CHAPTER_BUDGETS_S``: chapter 10 is allowed 300 s, the others 180 s)."""
+    def budget(row):
+        return chapter_times.CHAPTER_BUDGETS_S.get(Path(row["chapter"]).name, CHAPTER_BUDGET_S)
+
+    over = [r for r in rows if r["seconds"] > budget(r)]
+    slowest = max(rows, key=lambda r: r["seconds"] / budget(r))
+    named = "; ".join(f"{Path(r['chapter']).stem} {r['seconds']:.0f} s of {budget(r):.0f}" for r in over)
+    return {"value": str(len(over)),
+            "detail": (f"of {len(rows)}: {named}" if over else
+                       f"of {len(rows)}; closest: {Path(slowest['chapter']).stem} {slowest['seconds']:.0f} s of "
+                       f"{budget(slowest):.0f}") + f"; target 0 (each chapter <= {CHAPTER_BUDGET_S:.0f} s, "
+                       f"chapter 10 <= {chapter_times.CHAPTER_BUDGETS_S['10_translation.ipynb']:.0f} s)",
+            "verdict": benchkit.verdict(not over)}
+
+
 def chapter_figures(chapters: dict, runs) -> list:
-    """The book-level figures: slowest chapter and total against their budgets; peak memory if measured."""
+    """The book-level figures: the chapters over their budgets and the total, against the budgets; peak memory if
+    measured."""
     figs = []
     rows = [r for r in chapters.get("rows", []) if r.get("seconds") is not None]
     if rows:
-        slowest = max(rows, key=lambda r: r["seconds"])
-        figs.append({"name": "slowest_chapter_s", "value": f"{slowest['seconds']:.1f}",
-                     "detail": f"{slowest['chapter']}, source {slowest['source']}, target <= {CHAPTER_BUDGET_S:.0f}",
-                     "verdict": benchkit.verdict(slowest["seconds"] <= CHAPTER_BUDGET_S)})
+        sources = sorted({r["source"] for r in rows})
+        figs.append(dict(_over_budget(rows), name="chapters_over_budget"))
+        figs[-1]["detail"] += f" (seconds from: {', '.join(sources)})"
         total = sum(r["seconds"] for r in rows)
         figs.append({"name": "book_total_s", "value": f"{total:.1f}",
                      "detail": f"{len(rows)} chapters, target <= {BOOK_BUDGET_S:.0f}",
                      "verdict": benchkit.verdict(total <= BOOK_BUDGET_S)})
     measured = [r for r in (runs or {}).get("rows", []) if "peak_rss_bytes" in r]
     if measured:
-        slowest = max(measured, key=lambda r: r["seconds"])
-        figs.append({"name": "slowest_chapter_run_s", "value": f"{slowest['seconds']:.1f}",
-                     "detail": f"{slowest['chapter']}, executed alone by run_all.py --chapters on {runs['measured']}, "
-                               f"target <= {CHAPTER_BUDGET_S:.0f}",
-                     "verdict": benchkit.verdict(slowest["seconds"] <= CHAPTER_BUDGET_S)})
+        figs.append(dict(_over_budget(measured), name="chapters_over_budget_run"))
+        figs[-1]["detail"] += f", executed alone by run_all.py --chapters on {runs['measured']}"
         total = sum(r["seconds"] for r in measured)
         figs.append({"name": "book_total_run_s", "value": f"{total:.1f}",
                      "detail": f"{len(measured)} chapters executed one after the other, target <= {BOOK_BUDGET_S:.0f}",
@@ -342,7 +356,9 @@ def make_plots(results: dict, out: Path) -> list:
         if measured:
             ax_t.barh([y - h / 2 for y in ys], [measured[c]["seconds"] if c in measured else 0 for c in names], h,
                       color="#DD8452", label="executed alone (--chapters)")
-        ax_t.axvline(CHAPTER_BUDGET_S, color="grey", ls="--", lw=1, label=f"budget {CHAPTER_BUDGET_S:.0f} s")
+        ax_t.axvline(CHAPTER_BUDGET_S, color="grey", ls="--", lw=1,
+                     label=f"budget {CHAPTER_BUDGET_S:.0f} s (chapter 10: "
+                           f"{chapter_times.CHAPTER_BUDGETS_S['10_translation.ipynb']:.0f} s)")
         ax_t.set_yticks(ys)
         ax_t.set_yticklabels(labels)
         ax_t.set_xlabel("seconds")
@@ -497,7 +513,8 @@ def render_summary(results: dict) -> str:
     lines += _section("efficient", body)
 
     ch = results.get("chapters") or {}
-    body = [f"`{ch.get('command', 'chapter_times.py')}` (budget {CHAPTER_BUDGET_S:.0f} s per chapter, "
+    body = [f"`{ch.get('command', 'chapter_times.py')}` (budget {CHAPTER_BUDGET_S:.0f} s per chapter, chapter 10 "
+            f"{chapter_times.CHAPTER_BUDGETS_S['10_translation.ipynb']:.0f} s, "
             f"{BOOK_BUDGET_S:.0f} s for the book; source `run` = a fresh execution by `run_all.py --chapters`, "
             "`nbval` = the last `make nbval` run, `stored` = the time recorded by `booktools/run_chapter.py`):", "",
             "| chapter | seconds | source | stored |", "| --- | ---: | --- | ---: |"]

@@ -163,7 +163,15 @@ def test_chapter_report_is_data(monkeypatch, tmp_path):
     table = run_all.chapter_table(runs)
     assert table["rows"][0]["seconds"] == 181.5 and table["total"] == pytest.approx(data["total"])
     figs = {f["name"]: f for f in run_all.chapter_figures(table, None)}
-    assert figs["slowest_chapter_s"]["verdict"] == "MISS"
+    over = figs["chapters_over_budget"]                 # the figure agrees with the report's own budget flags
+    assert over["verdict"] == "MISS" and over["value"] == str(sum(r["over"] for r in data["rows"]))
+    assert Path(first).stem in over["detail"] and Path(tenth).stem not in over["detail"]
+    # chapter 10 alone at 290 s is within its own budget of 300 s: no chapter is over
+    table = {"rows": [{"chapter": first, "seconds": 120.0, "source": "run"},
+                      {"chapter": tenth, "seconds": 290.0, "source": "run"}]}
+    figs = {f["name"]: f for f in run_all.chapter_figures(table, None)}
+    assert figs["chapters_over_budget"]["verdict"] == "PASS" and figs["chapters_over_budget"]["value"] == "0"
+    assert Path(tenth).stem in figs["chapters_over_budget"]["detail"]    # the closest to its budget is named
 
 
 # ------------------------------------------------------------------------------------------- committed results
