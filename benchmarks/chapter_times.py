@@ -133,8 +133,10 @@ def format_report(data: dict) -> str:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
     out = [f"note: {n}" for n in data["notes"]]
-    out += [f"Chapter execution times (budget {CHAPTER_BUDGET_S:.0f} s per chapter, {BOOK_BUDGET_S:.0f} s for "
-            f"the book)", line.format(*header)] + [line.format(*row) for row in rows]
+    others = ", ".join(f"{Path(name).stem.split('_')[0].lstrip('0')}: {budget:.0f} s"
+                       for name, budget in sorted(CHAPTER_BUDGETS_S.items()))
+    out += [f"Chapter execution times (budget {CHAPTER_BUDGET_S:.0f} s per chapter (chapter {others}), "
+            f"{BOOK_BUDGET_S:.0f} s for the book)", line.format(*header)] + [line.format(*row) for row in rows]
     book_flag = f"  OVER {BOOK_BUDGET_S:.0f} s" if "whole book" in data["over"] else ""
     out.append(f"total: {data['total']:.1f} s for {len(rows)} chapter(s){book_flag}")
     if data["over"]:
