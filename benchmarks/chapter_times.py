@@ -40,6 +40,18 @@ CHAPTER_BUDGETS_S = {"10_translation.ipynb": 300.0}
 BOOK_BUDGET_S = 900.0
 
 
+def chapter_budget(chapter) -> float:
+    """The budget in seconds of a chapter (a path, or a repository-relative name such as 'chapters/10_….ipynb')."""
+    return CHAPTER_BUDGETS_S.get(Path(chapter).name, CHAPTER_BUDGET_S)
+
+
+def budget_text() -> str:
+    """The chapter budgets in words: '180 s per chapter (chapter 10: 300 s)'."""
+    others = ", ".join(f"{name.split('_')[0].lstrip('0')}: {budget:.0f} s"
+                       for name, budget in sorted(CHAPTER_BUDGETS_S.items()))
+    return f"{CHAPTER_BUDGET_S:.0f} s per chapter (chapter {others})"
+
+
 def toc_chapters() -> list[Path]:
     """Every chapter _toc.yml lists, in book order, missing files included (booktools answers: it is run as a
     tool from the repository root, which a benchmark does not import from)."""
@@ -103,7 +115,7 @@ def report(junit: Path | None = None, runs_file: Path | None = None, run: bool =
     rows, total, over = [], 0.0, []
     for path in toc_chapters():
         name = relative(path)
-        budget = CHAPTER_BUDGETS_S.get(path.name, CHAPTER_BUDGET_S)
+        budget = chapter_budget(path)
         if not path.is_file():
             rows.append({"chapter": name, "seconds": None, "source": "missing", "stored": None, "budget_s": budget,
                          "over": False})
@@ -133,10 +145,8 @@ def format_report(data: dict) -> str:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
     out = [f"note: {n}" for n in data["notes"]]
-    others = ", ".join(f"{Path(name).stem.split('_')[0].lstrip('0')}: {budget:.0f} s"
-                       for name, budget in sorted(CHAPTER_BUDGETS_S.items()))
-    out += [f"Chapter execution times (budget {CHAPTER_BUDGET_S:.0f} s per chapter (chapter {others}), "
-            f"{BOOK_BUDGET_S:.0f} s for the book)", line.format(*header)] + [line.format(*row) for row in rows]
+    out += [f"Chapter execution times (budget {budget_text()}, {BOOK_BUDGET_S:.0f} s for the book)",
+            line.format(*header)] + [line.format(*row) for row in rows]
     book_flag = f"  OVER {BOOK_BUDGET_S:.0f} s" if "whole book" in data["over"] else ""
     out.append(f"total: {data['total']:.1f} s for {len(rows)} chapter(s){book_flag}")
     if data["over"]:

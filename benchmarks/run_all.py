@@ -194,21 +194,17 @@ def _seconds(value) -> str:
 
 def _over_budget(rows: list) -> dict:
     """How many chapters of ``rows`` (dicts with ``chapter`` and ``seconds``) are over their own budget
-    (``chapter_times.CHAPTER_BUDGETS_S``: chapter 10 is allowed 300 s, the others 180 s): ``value``, ``detail``
-    (which, or the closest to its budget), ``target`` and ``verdict``."""
-    def budget(row):
-        return chapter_times.CHAPTER_BUDGETS_S.get(Path(row["chapter"]).name, CHAPTER_BUDGET_S)
-
-    over = [r for r in rows if r["seconds"] > budget(r)]
-    slowest = max(rows, key=lambda r: r["seconds"] / budget(r))
-    named = "; ".join(f"{Path(r['chapter']).stem} {r['seconds']:.0f} s of {budget(r):.0f}" for r in over)
+    (``chapter_times.chapter_budget``): ``value``, ``detail`` (which, or the closest to its budget), ``target`` and
+    ``verdict``."""
+    budget = chapter_times.chapter_budget
+    over = [r for r in rows if r["seconds"] > budget(r["chapter"])]
+    closest = max(rows, key=lambda r: r["seconds"] / budget(r["chapter"]))
+    named = "; ".join(f"{Path(r['chapter']).stem} {r['seconds']:.0f} s of {budget(r['chapter']):.0f}" for r in over)
     return {"value": str(len(over)),
             "detail": (f"of {len(rows)}: {named}" if over else
-                       f"of {len(rows)}; closest: {Path(slowest['chapter']).stem} {slowest['seconds']:.0f} s of "
-                       f"{budget(slowest):.0f}"),
-            "target": (f"budget {CHAPTER_BUDGET_S:.0f} s a chapter and "
-                       f"{chapter_times.CHAPTER_BUDGETS_S['10_translation.ipynb']:.0f} s for chapter 10; "
-                       "target <= 0 chapters over budget"),
+                       f"of {len(rows)}; closest: {Path(closest['chapter']).stem} {closest['seconds']:.0f} s of "
+                       f"{budget(closest['chapter']):.0f}"),
+            "target": f"budget {chapter_times.budget_text()}; target <= 0 chapters over budget",
             "verdict": benchkit.verdict(not over)}
 
 
@@ -369,9 +365,7 @@ def make_plots(results: dict, out: Path) -> list:
         if measured:
             ax_t.barh([y - h / 2 for y in ys], [measured[c]["seconds"] if c in measured else 0 for c in names], h,
                       color="#DD8452", label="executed alone (--chapters)")
-        ax_t.axvline(CHAPTER_BUDGET_S, color="grey", ls="--", lw=1,
-                     label=f"budget {CHAPTER_BUDGET_S:.0f} s (chapter 10: "
-                           f"{chapter_times.CHAPTER_BUDGETS_S['10_translation.ipynb']:.0f} s)")
+        ax_t.axvline(CHAPTER_BUDGET_S, color="grey", ls="--", lw=1, label=f"budget {chapter_times.budget_text()}")
         ax_t.set_yticks(ys)
         ax_t.set_yticklabels(labels)
         ax_t.set_xlabel("seconds")
@@ -526,8 +520,7 @@ def render_summary(results: dict) -> str:
     lines += _section("efficient", body)
 
     ch = results.get("chapters") or {}
-    body = [f"`{ch.get('command', 'chapter_times.py')}` (budget {CHAPTER_BUDGET_S:.0f} s per chapter, chapter 10 "
-            f"{chapter_times.CHAPTER_BUDGETS_S['10_translation.ipynb']:.0f} s, "
+    body = [f"`{ch.get('command', 'chapter_times.py')}` (budget {chapter_times.budget_text()}, "
             f"{BOOK_BUDGET_S:.0f} s for the book; source `run` = a fresh execution by `run_all.py --chapters`, "
             "`nbval` = the last `make nbval` run, `stored` = the time recorded by `booktools/run_chapter.py`):", "",
             "| chapter | seconds | source | stored |", "| --- | ---: | --- | ---: |"]
