@@ -718,6 +718,49 @@ def test_map_runs_equals_the_loop_bit_for_bit_and_leaves_its_random_state():
     assert after_parallel[:2] == after_serial[:2] and torch.equal(after_parallel[2], after_serial[2])
 
 
+_X = torch.randn(256, 6, generator=torch.Generator().manual_seed(0))
+_Y = _X[:, :3].argmax(1)
+
+
+def _new_run(seed):
+    """A model and its AdamW optimizer (foreach, as chapters 3 and 10 build it; the per-parameter loop's arithmetic,
+    test_fit_default_optimizer_on_cpu_updates_as_the_per_parameter_adamw_bit_for_bit), from `seed`."""
+    tr.set_seed(seed)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    return {"model": model, "optimizer": torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=True), "done": 0}
+
+
+def _train_on(job):
+    """job = (run, budget): train the run on from the steps it has done to `budget` (warm-up and schedule continue
+    where it stopped); returns the run, its model and optimizer together."""
+    run, budget = job
+    tr.fit(run["model"], lambda step: (_X[step % 8 * 32:][:32], _Y[step % 8 * 32:][:32]), tr.classification_loss,
+           steps=budget - run["done"], start_step=run["done"], optimizer=run["optimizer"], warmup_steps=10,
+           schedule="inverse_sqrt")
+    run["done"] = budget
+    return run
+
+
+@forking
+def test_map_runs_hands_back_runs_that_train_on_as_if_never_stopped():
+    """Chapter 10 trains a run to one budget in a worker and on to the next in another: the model and its optimizer
+    come back in one pickle, so the optimizer still updates that model's parameters, with its moments, and the run
+    ends bit for bit where an unbroken run in this process ends."""
+    torch.set_num_threads(1)
+    seeds = [0, 1]
+    runs = tr.map_runs(_train_on, [(_new_run(seed), 15) for seed in seeds], processes=2)
+    for run in runs:
+        params = list(run["model"].parameters())
+        assert all(p is q for p, q in zip(params, run["optimizer"].param_groups[0]["params"]))
+        assert len(run["optimizer"].state) == len(params)                       # the moments came back too
+        assert all(id(p) in {id(q) for q in params} for p in run["optimizer"].state)
+    runs = tr.map_runs(_train_on, [(run, 40) for run in runs], processes=2)
+    for seed, run in zip(seeds, runs):
+        unbroken = _train_on((_new_run(seed), 40))
+        for p, q in zip(run["model"].state_dict().values(), unbroken["model"].state_dict().values()):
+            assert torch.equal(p, q)
+
+
 @forking
 def test_map_runs_uses_other_processes_and_takes_closures():
     import os
